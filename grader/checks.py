@@ -1,0 +1,283 @@
+"""Generic checks, parameterised by a problem's spec. Each reads some case groups and
+either returns (passed) or raises Failed with a message that says what was called, what
+came back, what was expected, and by how much and where it differs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .compare import STABILITY, mismatch, tolerance
+from .describe import call_text, ctor_text, error_text
+from .scenarios import output_shapes
+
+
+class Failed(Exception):
+    """A check's verdict: the message is shown to the learner as is."""
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    title: str
+    groups: tuple[str, ...]
+    judge: Callable
+    needs_cuda: bool = False
+
+
+class Context:
+    """What a judge sees: the spec, its cases, the learner's results and the reference's."""
+
+    def __init__(self, problem, cases, got, ref, failure=None):
+        self.problem, self.cases, self.got, self.ref, self.failure = problem, cases, got, ref, failure
+
+    def of(self, group: str):
+        return [c for c in self.cases.values() if c.group == group]
+
+    def result(self, case) -> dict:
+        res = self.got.get(case.key)
+        if res is None:
+            raise Failed(f"called {call_text(self.problem, case)}\nno result: {self.failure or 'the worker gave none'}")
+        if not res["ok"]:
+            raise Failed(f"called {call_text(self.problem, case)}\nit raised {error_text(res)}")
+        return res
+
+    def outputs(self, case, run: int = 0) -> list:
+        return self.result(case)["outputs"][run]
+
+    def expected(self, case, run: int = 0) -> list:
+        return self.ref[case.key]["outputs"][run]
+
+    def fail(self, case, text: str):
+        raise Failed(f"called {call_text(self.problem, case)}\n{text}")
+
+
+def valid_mask(problem, case) -> torch.Tensor:
+    """Boolean (B, [H,] Tq, Tk): which key each query may attend, from the call's valid_lens."""
+    cfg, lens = case.cfg, case.call["args"][-1]
+    B, Tq, Tk = cfg["B"], cfg["Tq"], cfg["Tk"]
+    if lens is None:
+        mask = torch.ones(B, Tq, Tk, dtype=torch.bool)
+    else:
+        per_query = lens[:, None] if lens.dim() == 1 else lens
+        mask = (torch.arange(Tk) < per_query[..., None]).expand(B, Tq, Tk)
+    return mask[:, None] if problem.weights_dims.startswith("B H") else mask
+
+
+def _compare_all(ctx, case, got, expected, tol, run=0):
+    for name, g, e in zip(ctx.problem.outputs, got, expected):
+        bad = mismatch(name, g, e, tol)
+        if bad:
+            ctx.fail(case, bad + _stage_hint(ctx, got, expected, tol))
+
+
+def _stage_hint(ctx, got, expected, tol) -> str:
+    """Name the first stage that diverges, where the outputs let us see it."""
+    if len(got) < 2:
+        return ""
+    out_bad, w_bad = (mismatch("", g, e, tol) for g, e in zip(got, expected))
+    if w_bad and out_bad:
+        return "\nThe weights already differ: look at the scores, the mask and the softmax first."
+    if out_bad:
+        return "\nThe weights match but the output does not: look at what the weights multiply and what follows."
+    return ""
+
+
+# ---- the checks -------------------------------------------------------------------------
+
+
+def check_parameters(ctx):
+    p = ctx.problem
+    for case in ctx.of("ctor"):
+        expected = {n: list(s) for n, s in p.params({**case.cfg, **case.variant}).items()}
+        got = ctx.result(case)["params"]
+        if got != expected:
+            missing = sorted(set(expected) - set(got))
+            extra = sorted(set(got) - set(expected))
+            wrong = sorted(n for n in set(got) & set(expected) if got[n] != expected[n])
+            lines = [f"{ctor_text(p, case.call['ctor'])} has parameters {_fmt(got)}", f"expected exactly {_fmt(expected)}"]
+            lines += [f"missing: {', '.join(missing)}"] * bool(missing) + [f"unexpected: {', '.join(extra)}"] * bool(extra)
+            lines += [f"{n}: shape {tuple(got[n])}, expected {tuple(expected[n])}" for n in wrong]
+            raise Failed("\n".join(lines))
+    for case in ctx.of("ctor_error"):
+        res = ctx.got.get(case.key)
+        text = ctor_text(p, case.call["ctor"])
+        if res is None:
+            raise Failed(f"called {text}\nno result: {ctx.failure}")
+        if res["ok"]:
+            raise Failed(f"{text} was accepted; {case.meta['why']} must raise ValueError")
+        if not res["error"]["value_error"]:
+            raise Failed(f"{text} raised {error_text(res)}; {case.meta['why']} must raise ValueError")
+        missing = [w for w in case.meta["words"] if w not in res["error"]["text"]]
+        if missing:
+            raise Failed(f"{text} raised {error_text(res)}\nthe message must name the valid choices; missing: {', '.join(missing)}")
+
+
+def _fmt(params: dict) -> str:
+    return "{" + ", ".join(f"{n}: {tuple(s)}" for n, s in sorted(params.items())) + "}" if params else "none"
+
+
+def check_shapes(ctx):
+    for case in ctx.of("base"):
+        got = ctx.outputs(case)
+        for name, g, shape in zip(ctx.problem.outputs, got, output_shapes(ctx.problem, case.cfg)):
+            if tuple(g.shape) != shape:
+                dims = {"output": "B Tq dv", "weights": ctx.problem.weights_dims}[name]
+                ctx.fail(case, f"{name} has shape {tuple(g.shape)}, expected {shape} = ({', '.join(dims.split())})")
+
+
+def check_weight_sums(ctx):
+    tol = tolerance("float64")
+    for case in ctx.of("base"):
+        w = ctx.outputs(case)[-1].to(torch.float64)
+        shape = output_shapes(ctx.problem, case.cfg)[-1]
+        if tuple(w.shape) != shape:
+            ctx.fail(case, f"weights have shape {tuple(w.shape)}, expected {shape}")
+        mask = valid_mask(ctx.problem, case).expand(shape)
+        leaked = (w != 0) & ~mask
+        if leaked.any():
+            at = tuple(leaked.nonzero()[0].tolist())
+            what = ("a row with valid_len 0 must be all zeros (not NaN, not uniform)" if not mask[at[:-1]].any()
+                    else "masked keys (j >= valid_len) must get weight exactly 0")
+            ctx.fail(case, f"weights{list(at)} = {w[at].item():.6g}: {what}")
+        sums = w.sum(-1)
+        off = (sums - 1).abs() * mask.any(-1)
+        if (off > 10 * tol.atol).any():
+            at = tuple(int(i) for i in torch.unravel_index(off.argmax(), off.shape))
+            ctx.fail(case, f"weights{list(at)} sum to {sums[at].item():.6g}; a row with a valid key must sum to 1")
+
+
+def check_parity(group: str, dtype: str):
+    def judge(ctx):
+        for case in ctx.of(group):
+            _compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(dtype))
+
+    return judge
+
+
+def check_gradients(ctx):
+    tol = tolerance("float64", grad=True)
+    names = [n for n, _ in ctx.problem.methods[-1].args]
+    for case in ctx.of("grad"):
+        res = ctx.result(case)
+        _compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance("float64"))
+        for key, expected in ctx.ref[case.key]["grads"].items():
+            got = res["grads"].get(key)
+            label = f"gradient of {names[int(key[6:])]}" if key.startswith("input:") else f"gradient of {key[6:]}"
+            if got is None:
+                ctx.fail(case, f"{label}: no gradient reaches it (detached, or the parameter is never used)")
+            problem = mismatch(label, got, expected, tol)
+            if problem:
+                masked = key.startswith("input:") and expected.abs().max() > 0 and _at_masked_key(case, got, expected)
+                ctx.fail(case, problem + ("\nThat position is a masked key: no gradient may flow there." if masked else ""))
+
+
+def _at_masked_key(case, got, expected) -> bool:
+    """Is the worst gradient error on a key/value row that no query may attend?"""
+    lens = case.call["args"][-1]
+    if lens is None or got.dim() != 3:
+        return False
+    err = (got.to(torch.float64) - expected.to(torch.float64)).abs()
+    b, j, _ = (int(i) for i in torch.unravel_index(err.argmax(), err.shape))
+    return j >= int(lens[b].max())
+
+
+def check_masking(ctx):
+    tol = tolerance("float64")
+    groups = {}
+    for c in ctx.of("mask"):
+        groups.setdefault(c.key.rsplit("/", 1)[0], {})[c.key.rsplit("/", 1)[1]] = c
+    for parts in groups.values():
+        orig = ctx.outputs(parts["orig"])
+        rules = [
+            ("loud", orig, "changing keys/values (or scores) beyond valid_len changed the result: masked positions leak in"),
+            ("per_query", orig, "valid_lens of shape (B,) and the same lengths repeated as (B, Tq) gave different results"),
+        ]
+        perm = parts["permuted"].meta["perm"]
+        w = orig[-1]
+        idx = perm[:, None, :] if w.dim() == 3 else perm[:, None, None, :]
+        permuted_w = torch.gather(w, -1, idx.expand_as(w))
+        rules.append(("permuted", orig[:-1] + [permuted_w],
+                      "permuting valid key/value pairs together must permute the weights the same way and leave the output unchanged"))
+        for name, expected, why in rules:
+            got = ctx.outputs(parts[name])
+            for out_name, g, e in zip(ctx.problem.outputs, got, expected):
+                problem = mismatch(out_name, g, e, tol)
+                if problem:
+                    ctx.fail(parts[name], f"{why}\n{problem}")
+
+
+def check_stability(ctx):
+    for case in ctx.of("stable"):
+        got = ctx.outputs(case)
+        for name, g in zip(ctx.problem.outputs, got):
+            if not torch.isfinite(g).all():
+                ctx.fail(case, f"{name} has NaN or inf with scores of magnitude ~1e4: subtract the row maximum before exp "
+                         "(torch.softmax does this for you)")
+        _compare_all(ctx, case, got, ctx.expected(case), STABILITY)
+
+
+def check_side_effects(ctx):
+    names = [n for n, _ in ctx.problem.methods[-1].args]
+    for case in ctx.of("base") + ctx.of("f32"):
+        res = ctx.result(case)
+        if res["changed"]:
+            ctx.fail(case, f"the call modified its input `{names[res['changed'][0]]}` in place; work on a copy "
+                     "(masked_fill, not masked_fill_; x = x + 1, not x += 1)")
+        for name, g in zip(ctx.problem.outputs, res["outputs"][0]):
+            want = getattr(torch, case.call["dtype"])
+            if g.dtype != want:
+                ctx.fail(case, f"{name} came back as {g.dtype}, expected {want} (the inputs' dtype): create no tensor "
+                         "with a fixed dtype (use dtype=x.dtype or torch.*_like)")
+        if any(d != "cpu" for d in res["devices"]):
+            ctx.fail(case, f"outputs came back on {res['devices']}, expected the inputs' device (cpu)")
+
+
+def check_dropout(ctx):
+    tol = tolerance("float64")
+    for case in ctx.of("dropout"):
+        res = ctx.result(case)
+        if not case.call["train"]:
+            first, second = res["outputs"]
+            for name, a, b in zip(ctx.problem.outputs, first, second):
+                if not torch.equal(a, b):
+                    ctx.fail(case, f"two calls in eval() gave different {name}: dropout must do nothing in eval() mode "
+                             "(use nn.Dropout, or F.dropout(..., training=self.training))")
+            _compare_all(ctx, case, first, ctx.expected(case), tol)
+            continue
+        out, w = res["outputs"][0]
+        ref_out, ref_w = ctx.expected(ctx.cases[case.key.replace("/train", "/eval")])
+        problem = mismatch("weights", w, ref_w, tol)
+        if problem:
+            ctx.fail(case, f"in train() the returned weights must be taken before dropout (they still sum to 1)\n{problem}")
+        if mismatch("output", out, ref_out, tol) is None:
+            ctx.fail(case, "in train() with dropout=0.5 the output equals the eval() output: dropout is not applied "
+                     "to the weights")
+
+
+def check_device(group: str):
+    def judge(ctx):
+        for case in ctx.of(group):
+            res = ctx.result(case)
+            if any(d != "cuda" for d in res["devices"]):
+                ctx.fail(case, f"outputs came back on {res['devices']}, expected cuda (the inputs' device)")
+            _compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance(case.call["dtype"]))
+
+    return judge
+
+
+CHECKS = {c.id: c for c in [
+    Check("parameters", "parameter names and shapes, constructor errors", ("ctor",), check_parameters),
+    Check("shapes", "output shapes over drawn sizes (B=1, Tk=1, Tq != Tk)", ("base",), check_shapes),
+    Check("weight_sums", "rows sum to 1, masked weights exactly 0", ("base",), check_weight_sums),
+    Check("parity_float64", "same values as the reference, float64", ("base",), check_parity("base", "float64")),
+    Check("parity_float32", "same values as the reference, float32", ("f32",), check_parity("f32", "float32")),
+    Check("gradients", "gradients of inputs and parameters", ("grad",), check_gradients),
+    Check("masking", "masked keys ignored, permutation, (B,) = (B, Tq) lengths", ("mask",), check_masking),
+    Check("stability", "finite and right for scores ~1e4 in float32", ("stable",), check_stability),
+    Check("side_effects", "inputs untouched, dtype and device kept", ("base", "f32"), check_side_effects),
+    Check("dropout", "eval() deterministic, train() drops, weights before dropout", ("dropout",), check_dropout),
+    Check("cuda", "CUDA float64/float32 against the CPU reference", ("cuda",), check_device("cuda"), True),
+    Check("cuda_half", "CUDA float16/bfloat16", ("half",), check_device("half"), True),
+]}

@@ -1,0 +1,85 @@
+"""Tolerances per dtype, and the comparison that reports max error and where.
+
+A value passes when |got - expected| <= atol * scale + rtol * |expected|, where
+scale = max(1, max |expected|) keeps atol meaningful for large outputs (gradients of
+parameters sum over every batch row, query and key).
+
+Why these numbers. The expected values are computed in float64 from the very inputs the
+learner received (already rounded to the tested dtype), so the only difference a correct
+implementation can show is its own rounding. The kit's computations are short: scores sum
+at most ~64 products of O(1) terms, a softmax and one more weighted sum. Rounding grows at
+worst like n * u and typically like sqrt(n) * u (u = unit roundoff):
+  float64  u = 1.1e-16: errors ~1e-14; atol 1e-9, rtol 1e-7 leave 5 orders of margin and still
+           fail any real mistake (the smallest ones in the catalogue move values by >1e-3).
+  float32  u = 6.0e-8: worst case 64 * 6e-8 * ~10 ~ 4e-5; atol 1e-4, rtol 1e-4.
+  float16  u = 4.9e-4: scores of size ~5 carry ~5e-3 error, which moves a softmax weight by
+           ~5e-3 relative; atol 3e-2, rtol 3e-2 (these checks catch overflow, NaN and wrong
+           dtype handling, not subtle math: float64 and float32 do that).
+  bfloat16 u = 3.9e-3: eight times float16's; atol 1e-1, rtol 1e-1, for the same reason.
+  gradients: ten times the dtype's tolerances (they add up more terms).
+  stability: scores of ~1e4 in float32 carry absolute errors of ~1e-3 that exp() turns into
+           relative weight errors of the same size where two scores are close; atol 1e-2.
+tests/test_tolerances.py checks that the reference meets these bounds in float32, float16 and
+bfloat16 against float64 on many seeds, and that typical mistakes exceed them by far.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Tol:
+    atol: float
+    rtol: float
+
+    def scaled(self, factor: float) -> "Tol":
+        return Tol(self.atol * factor, self.rtol * factor)
+
+    def __str__(self) -> str:
+        return f"{self.atol:.0e} * max(1, max|expected|) + {self.rtol:.0e} * |expected|"
+
+
+TOLERANCES = {
+    "float64": Tol(1e-9, 1e-7),
+    "float32": Tol(1e-4, 1e-4),
+    "float16": Tol(3e-2, 3e-2),
+    "bfloat16": Tol(1e-1, 1e-1),
+}
+GRAD_FACTOR = 10.0
+STABILITY = Tol(1e-2, 1e-2)
+
+
+def tolerance(dtype: str, grad: bool = False) -> Tol:
+    tol = TOLERANCES[dtype]
+    return tol.scaled(GRAD_FACTOR) if grad else tol
+
+
+def mismatch(name: str, got: torch.Tensor | None, expected: torch.Tensor, tol: Tol) -> str | None:
+    """None when `got` matches; otherwise one line: what differs, by how much, and where."""
+    if got is None:
+        return f"{name}: nothing came back (no gradient reached it?)"
+    if tuple(got.shape) != tuple(expected.shape):
+        return f"{name}: shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
+    got64, exp64 = got.detach().to(torch.float64), expected.detach().to(torch.float64)
+    bad_nan = ~torch.isfinite(got64) & torch.isfinite(exp64)
+    if bad_nan.any():
+        where = _index(bad_nan.nonzero()[0])
+        return f"{name}: {got64[tuple(bad_nan.nonzero()[0])].item()} at {where}, expected {exp64[where].item():.6g}"
+    if got64.numel() == 0:
+        return None
+    scale = max(1.0, exp64.abs().max().item())
+    err = (got64 - exp64).abs()
+    excess = err - (tol.atol * scale + tol.rtol * exp64.abs())
+    if excess.max().item() <= 0:
+        return None
+    at = _index(torch.unravel_index(err.argmax(), err.shape))
+    return (
+        f"{name}: max error {err.max().item():.3g} at {list(at)} (got {got64[at].item():.6g}, "
+        f"expected {exp64[at].item():.6g}); allowed {tol}"
+    )
+
+
+def _index(idx) -> tuple:
+    return tuple(int(i) for i in idx)

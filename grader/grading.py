@@ -1,0 +1,131 @@
+"""One grading run: fork workers, plan seeded calls, run the reference meanwhile, judge.
+
+The grader's process owns seeds, reference results and every comparison; a worker only
+receives inputs and returns tensors.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import ROOT
+from .checks import CHECKS, Context, Failed
+from .harness import execute
+from .loader import load_symbol
+from .pool import Pool
+from .problems import all_problems, get
+from .scenarios import DEFAULT_SEED, as_reference, build
+
+torch.set_num_threads(1)  # small tensors; and it keeps later forks free of OpenMP state
+REFERENCE_DIR = ROOT / "solutions"
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass
+class CheckResult:
+    id: str
+    title: str
+    status: str  # passed | failed | skipped | error
+    score: float
+    max_score: float
+    message: str = ""
+    mistake: str | None = None
+
+
+@dataclass
+class ProblemResult:
+    id: str
+    title: str
+    status: str  # passed | failed | not_started
+    score: float
+    max_score: float
+    checks: list[CheckResult] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    impl: str
+    seed: int
+    score: float
+    max_score: float
+    devices: dict
+    problems: list[ProblemResult]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def problem(self, pid: str) -> ProblemResult:
+        return next(p for p in self.problems if p.id == pid)
+
+
+def reference(problem):
+    return load_symbol(REFERENCE_DIR, problem.id, problem.symbol, "attnkit_reference")
+
+
+def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEFAULT_TIMEOUT) -> Report:
+    impl = Path(impl).resolve()
+    problems = [get(pid) for pid in problem_ids] if problem_ids else all_problems()
+    pool = Pool(str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout)  # fork before any compute
+    try:
+        pool.wait_loaded()
+        cuda = any(w.hello and w.hello["cuda"] for w in pool.workers.values())
+        plans = {}
+        for p in problems:
+            checks = [CHECKS[c] for c in p.points if cuda or not CHECKS[c].needs_cuda]
+            plans[p.id] = build(p, dict.fromkeys(g for c in checks for g in c.groups), seed)
+            pool.workers[p.id].submit([c.call for c in plans[p.id].values()])
+        refs = {p.id: _reference_results(p, plans[p.id]) for p in problems}
+        pool.run_until_idle()
+    finally:
+        pool.close()
+    results = [_judge(p, plans[p.id], pool.workers[p.id], refs[p.id], cuda) for p in problems]
+    return Report(
+        impl=str(impl), seed=seed,
+        score=sum(r.score for r in results), max_score=sum(r.max_score for r in results),
+        devices={"cpu": True, "cuda": cuda}, problems=results,
+    )
+
+
+def _reference_results(problem, cases) -> dict:
+    target = reference(problem)
+    return {key: execute(as_reference(c.call), target) for key, c in cases.items() if c.reference}
+
+
+def _not_started(worker) -> str | None:
+    if worker.loaded:
+        return worker.loaded
+    results = list(worker.results.values())
+    if results and all(not r["ok"] and r["error"]["type"] == "NotImplementedError" for r in results):
+        return f"it raises NotImplementedError ({results[0]['error']['text']})"
+    return None
+
+
+def _judge(problem, cases, worker, refs, cuda: bool) -> ProblemResult:
+    ctx = Context(problem, cases, worker.results, refs, worker.failure)
+    not_started = _not_started(worker)
+    checks = []
+    for cid, points in problem.points.items():
+        check = CHECKS[cid]
+        if check.needs_cuda and not cuda:
+            checks.append(CheckResult(cid, check.title, "skipped", 0, 0, "skipped: no CUDA device"))
+        elif not_started:
+            checks.append(CheckResult(cid, check.title, "failed", 0, points, f"not started: {not_started}"))
+        else:
+            checks.append(_run_check(check, ctx, points))
+    ran = [c for c in checks if c.status != "skipped"]
+    score, max_score = sum(c.score for c in ran), sum(c.max_score for c in ran)
+    status = "not_started" if not_started else "passed" if all(c.status == "passed" for c in ran) else "failed"
+    return ProblemResult(problem.id, problem.title, status, score, max_score, checks)
+
+
+def _run_check(check, ctx, points) -> CheckResult:
+    try:
+        check.judge(ctx)
+    except Failed as exc:
+        return CheckResult(check.id, check.title, "failed", 0, points, str(exc))
+    except Exception:  # noqa: BLE001 - a grader bug must show, not count as the learner's failure
+        return CheckResult(check.id, check.title, "error", 0, points, "internal grader error:\n" + traceback.format_exc())
+    return CheckResult(check.id, check.title, "passed", points, points)

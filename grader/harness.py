@@ -1,0 +1,98 @@
+"""Run one call (build, load weights, forward, backward) against an implementation.
+
+The same code serves the worker (the learner's code) and the grader (the reference), so
+both sides are driven identically. A call is a plain dict:
+  ctor:      None (a function) or {"args": [...], "kwargs": {...}} for a module
+  construct: True to only build the module (parameter names, constructor errors)
+  state:     {parameter name: tensor} copied into the module, or None
+  args:      positional arguments (tensors or None); the last one is valid_lens
+  train:     module mode; seed: torch.manual_seed before the call; repeat: how many calls
+  grad_out:  None, or one tensor per output: gradients of sum(output * grad_out) are returned
+  device:    "cpu" or "cuda"; dtype: the float dtype's name (module parameters are cast to it); n_out: how many tensors the call returns (1 or 2)
+The result holds only plain tensors on the CPU, strings, numbers, lists and dicts.
+"""
+from __future__ import annotations
+
+import torch
+
+
+class CallError(Exception):
+    """The implementation's output is not what the contract allows (wrong type or arity)."""
+
+
+def execute(call: dict, target) -> dict:
+    device = torch.device(call.get("device", "cpu"))
+    result: dict = {}
+    fn = target
+    if call.get("ctor") is not None:
+        fn = target(*call["ctor"]["args"], **call["ctor"]["kwargs"])
+        result["params"] = {n: list(p.shape) for n, p in fn.named_parameters()}
+        if call.get("construct"):
+            return result
+        fn.to(device=device, dtype=getattr(torch, call["dtype"]))
+        _load_state(fn, call.get("state") or {})
+        fn.train(bool(call.get("train")))
+    want_grad = call.get("grad_out") is not None
+    args = [_prepare(a, device, want_grad) for a in call["args"]]
+    before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
+    torch.manual_seed(call.get("seed", 0))
+    runs = [_outputs(fn(*args), call["n_out"]) for _ in range(call.get("repeat", 1))]
+    outs = runs[0]
+    result["outputs"] = [[o.detach().cpu() for o in run] for run in runs]
+    result["devices"] = [o.device.type for o in outs]
+    result["changed"] = [i for i, (a, b) in enumerate(zip(args, before)) if b is not None and not _same(a, b)]
+    if want_grad:
+        result["grads"] = _grads(fn, args, outs, call["grad_out"], device)
+    return result
+
+
+def _prepare(a, device, want_grad):
+    if not isinstance(a, torch.Tensor):
+        return a
+    a = a.to(device).clone()
+    return a.requires_grad_() if want_grad and a.is_floating_point() else a
+
+
+def _load_state(module, state: dict) -> None:
+    params = dict(module.named_parameters())
+    for name, value in state.items():
+        if name not in params:
+            raise CallError(f"the module has no parameter `{name}` to copy the test weights into")
+        if tuple(params[name].shape) != tuple(value.shape):
+            raise CallError(f"parameter `{name}` has shape {tuple(params[name].shape)}, expected {tuple(value.shape)}")
+        with torch.no_grad():
+            params[name].copy_(value)
+
+
+def _outputs(value, n_out: int) -> list:
+    if n_out == 1:
+        value = (value,)
+    what = "a tensor" if n_out == 1 else f"a tuple of {n_out} tensors"
+    if not isinstance(value, (tuple, list)) or len(value) != n_out:
+        raise CallError(f"returned {_kind(value)}, expected {what}")
+    for v in value:
+        if type(v) is not torch.Tensor and not isinstance(v, torch.nn.Parameter):
+            raise CallError(f"returned {_kind(v)} where a torch.Tensor was expected")
+    return list(value)
+
+
+def _kind(v) -> str:
+    if isinstance(v, (tuple, list)):
+        return f"a {type(v).__name__} of {len(v)}"
+    return f"a {type(v).__module__}.{type(v).__qualname__}".replace("builtins.", "")
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a = a.detach()
+    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a.cpu(), b.cpu()))
+
+
+def _grads(fn, args, outs, grad_out, device) -> dict:
+    leaves = {f"input:{i}": a for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad}
+    if isinstance(fn, torch.nn.Module):
+        leaves.update({f"param:{n}": p for n, p in fn.named_parameters()})
+    loss = sum((o * g.to(device=device, dtype=o.dtype)).sum() for o, g in zip(outs, grad_out))
+    if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
+        raise CallError("the outputs are not connected to the autograd graph (detached, or computed without grad)")
+    grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
+    return {k: (None if g is None else g.detach().cpu()) for k, g in zip(leaves, grads)}

@@ -1,0 +1,153 @@
+"""Starting one worker per problem, feeding it calls, and noticing hangs, crashes and exits.
+
+Workers are forked from the grader's process, which has imported torch and done no
+parallel work yet, so each worker starts in milliseconds with torch already loaded.
+Where fork is unavailable they are spawned (each then imports torch itself).
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import sys
+import tempfile
+import time
+from multiprocessing.connection import wait
+
+from .wire import dumps, loads
+from .worker import serve
+
+
+class Worker:
+    """One problem's worker process and everything it has reported."""
+
+    def __init__(self, ctx, impl_dir: str, module: str, symbol: str, timeout: float, others: list):
+        self.conn, child = ctx.Pipe()
+        fd, self.log_path = tempfile.mkstemp(prefix=f"attnkit-{module}-", suffix=".log")
+        os.close(fd)
+        self.proc = ctx.Process(
+            target=serve, args=(child, impl_dir, module, symbol, self.log_path, others), daemon=True
+        )
+        self.proc.start()
+        child.close()
+        self.timeout, self.deadline = timeout, time.monotonic() + timeout
+        self.hello = self.loaded = None
+        self.got_loaded = False
+        self.results: dict[str, dict] = {}
+        self.pending: list[str] = []  # keys sent and not answered, in order
+        self.failure: str | None = None  # why the worker stopped answering
+
+    @property
+    def busy(self) -> bool:
+        return self.failure is None and (not self.got_loaded or bool(self.pending))
+
+    def submit(self, calls: list[dict]) -> None:
+        if self.failure is None and self.loaded is None:
+            self.pending += [c["key"] for c in calls]
+            self.conn.send_bytes(dumps(calls))
+
+    def receive(self) -> None:
+        try:
+            msg = loads(self.conn.recv_bytes())
+        except (EOFError, OSError):
+            self._died()
+            return
+        except Exception as exc:  # noqa: BLE001 - anything but our own message format
+            self._stop(f"the worker sent something that is not a result ({type(exc).__name__})")
+            return
+        if "hello" in msg:
+            self.hello = msg["hello"]
+        elif "loaded" in msg:
+            self.loaded, self.got_loaded = msg["loaded"], True
+        elif "key" in msg:
+            self.results[msg["key"]] = msg["result"]
+            if msg["key"] in self.pending:
+                self.pending.remove(msg["key"])
+
+    def check_deadline(self, now: float) -> None:
+        if self.busy and now > self.deadline:
+            where = f" while running call {self.pending[0]}" if self.pending else " while importing the module"
+            self._stop(f"timed out after {self.timeout:g} s{where} (an endless loop, or far too slow)")
+
+    def _died(self) -> None:
+        self.proc.join(5)
+        code = self.proc.exitcode
+        if code is not None and code < 0:
+            try:
+                why = f"crashed with {signal.Signals(-code).name}"
+            except ValueError:
+                why = f"was killed by signal {-code}"
+        else:
+            why = f"exited with status {code} (sys.exit or os._exit in the learner's code?)"
+        where = f" while running call {self.pending[0]}" if self.pending else " while importing the module"
+        self._stop(f"the worker process {why}{where}{self._log_tail()}")
+
+    def _stop(self, why: str) -> None:
+        self.failure = why
+        self.close()
+
+    def _log_tail(self, limit: int = 600) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - limit))
+                text = f.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+        return f"; its last output:\n{text}" if text else ""
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            try:
+                self.conn.send_bytes(dumps(None))
+            except OSError:
+                pass
+            self.proc.join(0.5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.conn.close()
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
+
+
+def context():
+    return mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+
+
+class Pool:
+    """One worker per problem; `run_until_idle` waits for every worker to answer or fail."""
+
+    def __init__(self, impl_dir: str, targets: dict[str, tuple[str, str]], timeout: float):
+        ctx = context()
+        self.workers: dict[str, Worker] = {}
+        for pid, (module, symbol) in targets.items():
+            others = [w.conn for w in self.workers.values()]
+            self.workers[pid] = Worker(ctx, impl_dir, module, symbol, timeout, others)
+
+    def wait_loaded(self) -> None:
+        self._pump(lambda w: w.failure is None and not w.got_loaded)
+
+    def run_until_idle(self) -> None:
+        self._pump(lambda w: w.busy)
+
+    def _pump(self, waiting) -> None:
+        while True:
+            active = {w.conn: w for w in self.workers.values() if waiting(w)}
+            if not active:
+                return
+            now = time.monotonic()
+            for w in active.values():
+                w.check_deadline(now)
+            active = {c: w for c, w in active.items() if waiting(w)}
+            if not active:
+                return
+            left = min(w.deadline for w in active.values()) - now
+            for conn in wait(list(active), timeout=max(0.01, left)):
+                active[conn].receive()
+
+    def close(self) -> None:
+        for w in self.workers.values():
+            w.close()

@@ -1,0 +1,96 @@
+"""Spec: Luong attention (dot, scaled_dot, general, concat)."""
+from ..spec import Method, Problem
+from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, qkv_inputs
+
+MODES = ("dot", "scaled_dot", "general", "concat")
+
+
+def _fit(cfg, variant):
+    return {**cfg, "dk": cfg["dq"]} if variant["score"] in ("dot", "scaled_dot") else cfg
+
+
+def _ctor(c):
+    kw = {"query_dim": c["dq"], "key_dim": c["dk"], "score": c["score"]}
+    if c["score"] == "concat":
+        kw["attn_dim"] = c["h"]
+    return {**kw, "dropout": c.get("dropout", 0.0)}
+
+
+def _params(c):
+    if c["score"] == "general":
+        return {"W_a.weight": (c["dq"], c["dk"])}
+    if c["score"] == "concat":
+        return {"W_a.weight": (c["h"], c["dq"] + c["dk"]), "v_a.weight": (1, c["h"])}
+    return {}
+
+
+def _amplify(args, state, variant):
+    if variant["score"] == "concat":
+        state["v_a.weight"].mul_(3e4)
+        return
+    args[0].mul_(100.0)  # queries
+    if variant["score"] == "general":
+        state["W_a.weight"].mul_(100.0)
+    else:
+        args[1].mul_(100.0)  # keys
+
+
+PROBLEM = Problem(
+    id="luong_attention",
+    title="Luong attention",
+    summary="Four scoring functions (dot, scaled_dot, general, concat) behind one module.",
+    symbol="LuongAttention",
+    points={
+        "parameters": 3, "shapes": 1, "weight_sums": 2, "parity_float64": 4, "parity_float32": 1,
+        "gradients": 2, "masking": 2, "stability": 1, "side_effects": 1, "dropout": 1, "cuda": 1, "cuda_half": 1,
+    },
+    hints=(
+        "Validate `score` in __init__ and create only the parameters that mode needs. dot and scaled_dot "
+        "compare q and k directly, so they need query_dim == key_dim; concat needs attn_dim.",
+        "dot: queries @ keys^T, (B, Tq, dq) @ (B, dk, Tk) -> (B, Tq, Tk). scaled_dot divides by sqrt(key_dim). "
+        "general transforms the keys: queries @ W_a(keys)^T. concat pairs every query with every key, query first.",
+        "concat: pairs = torch.cat([queries.unsqueeze(2).expand(-1, -1, Tk, -1), "
+        "keys.unsqueeze(1).expand(-1, Tq, -1, -1)], dim=-1); scores = self.v_a(torch.tanh(self.W_a(pairs))).squeeze(-1)",
+    ),
+    class_doc="Luong attention with a choice of scoring function.",
+    methods=(
+        Method(
+            signature='def __init__(self, query_dim, key_dim, score="general", attn_dim=None, dropout=0.0):',
+            statement=(
+                "score     scores[b, i, j]                  parameters (no biases)\n"
+                "dot        q_i . k_j                        none; query_dim != key_dim raises ValueError\n"
+                "scaled_dot q_i . k_j / sqrt(key_dim)        none; same dimension rule\n"
+                "general    q_i . (W_a k_j)                  W_a = nn.Linear(key_dim, query_dim, bias=False)\n"
+                "concat     v_a . tanh(W_a [q_i ; k_j])      W_a = nn.Linear(query_dim + key_dim, attn_dim, bias=False),\n"
+                "                                            v_a = nn.Linear(attn_dim, 1, bias=False);\n"
+                "                                            attn_dim=None raises ValueError\n"
+                "Any other score raises ValueError naming the valid choices."
+            ),
+            args=(
+                ("query_dim", "dq"), ("key_dim", "dk"), ("score", "one of " + ", ".join(MODES)),
+                ("attn_dim", "h (concat only)"), ("dropout", "probability, 0.0 by default"),
+            ),
+        ),
+        Method(
+            signature=FORWARD_SIGNATURE,
+            statement="scores (B, Tq, Tk) as chosen by `score`;\n" + WEIGHTS_RULES,
+            args=FORWARD_ARGS,
+            returns=(("output", "(B, Tq, dv)"), ("weights", "(B, Tq, Tk)")),
+        ),
+    ),
+    imports=MODULE_IMPORTS,
+    ctor=_ctor,
+    ctor_required=2,
+    variants=tuple({"score": m} for m in MODES),
+    fit=_fit,
+    params=_params,
+    inputs=qkv_inputs,
+    amplify=_amplify,
+    ctor_errors=(
+        ({"query_dim": 4, "key_dim": 6, "score": "dot"}, "dot with query_dim != key_dim", ()),
+        ({"query_dim": 4, "key_dim": 6, "score": "scaled_dot"}, "scaled_dot with query_dim != key_dim", ()),
+        ({"query_dim": 4, "key_dim": 6, "score": "concat", "attn_dim": None}, "concat with attn_dim=None", ()),
+        ({"query_dim": 4, "key_dim": 4, "score": "bilinear"}, "an unknown score", MODES),
+    ),
+    outputs=("output", "weights"),
+)

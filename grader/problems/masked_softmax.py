@@ -1,0 +1,48 @@
+"""Spec: masked softmax."""
+import torch
+
+from ..spec import LENS_DOC, Method, Problem
+
+
+def _inputs(cfg, gen):
+    return [2.0 * torch.randn(cfg["B"], cfg["Tq"], cfg["Tk"], generator=gen, dtype=torch.float64)]
+
+
+def _amplify(args, state, variant):
+    args[0].mul_(5e3)  # scores of magnitude up to ~2e4
+
+
+PROBLEM = Problem(
+    id="masked_softmax",
+    title="Masked softmax",
+    summary="Softmax over the keys that each query may see; masked keys get exactly 0.",
+    symbol="masked_softmax",
+    points={
+        "shapes": 1, "weight_sums": 3, "parity_float64": 2, "parity_float32": 1, "gradients": 2,
+        "masking": 2, "stability": 2, "side_effects": 1, "cuda": 1, "cuda_half": 1,
+    },
+    hints=(
+        "Build a boolean mask of shape (B, Tq, Tk) from valid_lens with torch.arange(Tk) < lens[..., None]; "
+        "a (B,) length applies to every query of its batch row, so give it a Tq axis of size 1.",
+        "Replace masked scores by a very negative number before the softmax (not 0: exp(0) is not small), "
+        "then set masked weights to exactly 0 afterwards so that a row with valid_len 0 is all zeros, not uniform.",
+        "weights = torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1) * mask; "
+        "with valid_lens None it is a plain softmax over the last axis.",
+    ),
+    methods=(
+        Method(
+            signature="def masked_softmax(scores, valid_lens=None):",
+            statement=(
+                "Softmax over the last axis, over valid key positions only.\n\n"
+                "weights[b, i, j] = exp(scores[b, i, j]) / sum over valid j' of exp(scores[b, i, j'])\n"
+                "for valid j, and exactly 0 for masked j. A row with valid_len 0 is all zeros\n"
+                "(never NaN, never uniform). Finite for scores of magnitude 1e4 in float32.\n"
+                "Do not modify scores in place; stay differentiable with respect to scores."
+            ),
+            args=(("scores", "(B, Tq, Tk) float tensor"), ("valid_lens", LENS_DOC)),
+            returns=(("weights", "(B, Tq, Tk), same dtype and device as scores"),),
+        ),
+    ),
+    inputs=_inputs,
+    amplify=_amplify,
+)

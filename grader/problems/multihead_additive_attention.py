@@ -1,0 +1,67 @@
+"""Spec: multi-head additive attention."""
+from ..spec import Method, Problem
+from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, qkv_inputs, scale_state
+
+PROBLEM = Problem(
+    id="multihead_additive_attention",
+    title="Multi-head additive attention",
+    summary="H independent additive scorers; contexts concatenated in head order, then W_o.",
+    symbol="MultiHeadAdditiveAttention",
+    points={
+        "parameters": 2, "shapes": 1, "weight_sums": 2, "parity_float64": 4, "parity_float32": 1,
+        "gradients": 2, "masking": 2, "stability": 1, "side_effects": 1, "dropout": 1, "cuda": 1, "cuda_half": 1,
+    },
+    hints=(
+        "Project once with W_q and W_k, then split the last axis into heads: (B, T, H*h) -> (B, T, H, h) "
+        "-> transpose to (B, H, T, h). Head n owns rows n*h:(n+1)*h of the projection.",
+        "Each head has its own w_v[n]: scores[b, n, i, j] = sum over h of w_v[n] * tanh(q[b, n, i] + k[b, n, j]). "
+        "Apply valid_lens to every head (repeat_interleave over B*H keeps batch-major order); do not average heads.",
+        "context = dropout(weights) @ values.unsqueeze(1) is (B, H, Tq, dv); "
+        "output = W_o(context.transpose(1, 2).reshape(B, Tq, H * dv)).",
+    ),
+    class_doc="Multi-head additive attention: H additive scorers over the same values.",
+    methods=(
+        Method(
+            signature="def __init__(self, num_heads, query_dim, key_dim, value_dim, attn_dim, dropout=0.0):",
+            statement=(
+                "Create exactly these parameters (no biases) and a dropout of probability `dropout`:\n"
+                "W_q = nn.Linear(query_dim, num_heads * attn_dim, bias=False)\n"
+                "W_k = nn.Linear(key_dim, num_heads * attn_dim, bias=False)\n"
+                "w_v = nn.Parameter of shape (num_heads, attn_dim)\n"
+                "W_o = nn.Linear(num_heads * value_dim, value_dim, bias=False)\n"
+                "Head n uses rows n*attn_dim:(n+1)*attn_dim of W_q and W_k, and w_v[n]."
+            ),
+            args=(
+                ("num_heads", "H"), ("query_dim", "dq"), ("key_dim", "dk"), ("value_dim", "dv"),
+                ("attn_dim", "h, per head"), ("dropout", "probability, 0.0 by default"),
+            ),
+        ),
+        Method(
+            signature=FORWARD_SIGNATURE,
+            statement=(
+                "scores[b, n, i, j] = w_v[n] . tanh((W_q q_i)[n] + (W_k k_j)[n]);\n"
+                "weights = masked softmax over j per head, valid_lens applied to every head, (B, H, Tq, Tk);\n"
+                "context[b, i] = concat over n of (dropout(weights[b, n]) @ values[b])[i], (B, Tq, H*dv);\n"
+                "output = W_o(context). The returned weights are per head (not averaged), before dropout."
+            ),
+            args=FORWARD_ARGS,
+            returns=(("output", "(B, Tq, dv)"), ("weights", "(B, H, Tq, Tk)")),
+        ),
+    ),
+    imports=MODULE_IMPORTS,
+    ctor=lambda c: {
+        "num_heads": c["H"], "query_dim": c["dq"], "key_dim": c["dk"], "value_dim": c["dv"],
+        "attn_dim": c["h"], "dropout": c.get("dropout", 0.0),
+    },
+    ctor_required=5,
+    params=lambda c: {
+        "W_q.weight": (c["H"] * c["h"], c["dq"]),
+        "W_k.weight": (c["H"] * c["h"], c["dk"]),
+        "w_v": (c["H"], c["h"]),
+        "W_o.weight": (c["dv"], c["H"] * c["dv"]),
+    },
+    inputs=qkv_inputs,
+    amplify=scale_state("w_v"),
+    outputs=("output", "weights"),
+    weights_dims="B H Tq Tk",
+)

@@ -1,0 +1,67 @@
+"""The shape of one problem's spec: everything else is generated from it or checked against it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+DIMS = {
+    "B": "batch size",
+    "H": "number of heads",
+    "Tq": "number of queries",
+    "Tk": "number of keys (= values)",
+    "dq": "query feature size",
+    "dk": "key feature size",
+    "dv": "value feature size",
+    "h": "attention hidden size",
+}
+"""Named dimensions used in every docstring and message."""
+
+LENS_DOC = "None, (B,) or (B, Tq) integer tensor; key j is valid for a query when j < valid_len"
+
+
+@dataclass(frozen=True)
+class Method:
+    """One function or method of a stub: its signature line, statement and documented args."""
+
+    signature: str  # e.g. "def forward(self, queries, keys, values, valid_lens=None):"
+    statement: str  # the math, in a few lines
+    args: tuple[tuple[str, str], ...] = ()  # (name, dims or description)
+    returns: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str  # module name: exercises/<id>.py, solutions/<id>.py
+    title: str
+    summary: str  # one line for the README table
+    symbol: str  # what the module must define
+    points: dict[str, int]  # check id -> points; the checks a problem has are these keys
+    hints: tuple[str, ...]
+    methods: tuple[Method, ...]  # function: one; module: __init__ then forward
+    class_doc: str = ""  # module problems: the class docstring
+    imports: str = "import torch\n"
+    ctor: Callable | None = None  # cfg -> {constructor name: value} in signature order; None: a function
+    ctor_required: int = 0  # how many constructor values are passed positionally
+    variants: tuple[dict, ...] = ({},)  # constructor settings beyond the dims (Luong's score modes)
+    fit: Callable[[dict, dict], dict] = lambda cfg, variant: cfg  # constrain drawn dims per variant
+    params: Callable[[dict], dict] = lambda cfg: {}  # cfg -> {parameter name: shape}
+    inputs: Callable = None  # (cfg, torch.Generator) -> [float64 tensors], the args before valid_lens
+    amplify: Callable = None  # (args, state, variant) -> None: scale so scores reach ~1e4 (in place)
+    # (constructor kwargs in signature order, why it must raise ValueError, words the message must contain)
+    ctor_errors: tuple[tuple[dict, str, tuple[str, ...]], ...] = ()
+    outputs: tuple[str, ...] = ("weights",)  # names of what the call returns, in order
+    weights_dims: str = "B Tq Tk"
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def is_module(self) -> bool:
+        return self.ctor is not None
+
+    @property
+    def max_points(self) -> int:
+        return sum(self.points.values())
+
+    def ctor_call(self, cfg: dict, variant: dict, **overrides) -> dict:
+        """The constructor call for drawn dims: {"args": [...], "kwargs": {...}}."""
+        values = list({**self.ctor({**cfg, **variant}), **overrides}.items())
+        return {"args": [v for _, v in values[: self.ctor_required]], "kwargs": dict(values[self.ctor_required :])}

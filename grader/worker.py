@@ -1,0 +1,70 @@
+"""The worker side: load the learner's module, run the calls it is sent, stream back results.
+
+A worker never sees expected values: it receives inputs and returns tensors.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from .loader import NotStarted, describe_exception, load_symbol
+from .wire import dumps, loads
+
+PACKAGE = "attnkit_submission"
+
+
+def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, inherited: list) -> None:
+    """Worker entry point: hello, load, then answer batches of calls until told to stop."""
+    for other in inherited:  # pipe ends of other workers, inherited through fork
+        other.close()
+    _redirect_output(log_path)
+    import torch
+
+    torch.set_num_threads(1)
+    sys.path.append(impl_dir)  # lenient: plain `import masked_softmax` works too
+    conn.send_bytes(dumps({"hello": {"cuda": torch.cuda.is_available(), "pid": os.getpid()}}))
+    try:
+        target = load_symbol(Path(impl_dir), module, symbol, PACKAGE)
+    except NotStarted as exc:
+        conn.send_bytes(dumps({"loaded": str(exc)}))
+        return
+    conn.send_bytes(dumps({"loaded": None}))
+    from .harness import execute
+
+    while True:
+        try:
+            calls = loads(conn.recv_bytes())
+        except EOFError:
+            return
+        if calls is None:
+            return
+        for call in calls:
+            conn.send_bytes(dumps({"key": call["key"], "result": _run(execute, call, target, impl_dir)}))
+        conn.send_bytes(dumps({"batch_done": True}))
+
+
+def _run(execute, call, target, impl_dir) -> dict:
+    sys.stdout.flush()
+    try:
+        return {"ok": True, **execute(call, target)}
+    except BaseException as exc:  # noqa: BLE001 - report everything, SystemExit included
+        error = {"type": type(exc).__name__, "text": describe_exception(exc, Path(impl_dir))}
+        return {"ok": False, "error": {**error, "value_error": isinstance(exc, ValueError)}}
+
+
+def _redirect_output(log_path: str) -> None:
+    """The learner's prints go to a log the grader reads back on a crash."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    # Inherited sys.stdout may be the parent's capture object (pytest): point at the log instead.
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
