@@ -8,7 +8,7 @@ from typing import Callable
 
 import torch
 
-from .compare import STABILITY, mismatch, tolerance
+from .compare import STABILITY, argmax_index, mismatch, tolerance
 from .describe import call_text, ctor_text, error_text
 from .scenarios import output_shapes
 
@@ -144,7 +144,7 @@ def check_weight_sums(ctx):
         sums = w.sum(-1)
         off = (sums - 1).abs() * mask.any(-1)
         if (off > 10 * tol.atol).any():
-            at = tuple(int(i) for i in torch.unravel_index(off.argmax(), off.shape))
+            at = argmax_index(off)
             ctx.fail(case, f"weights{list(at)} sum to {sums[at].item():.6g}; a row with a valid key must sum to 1")
 
 
@@ -179,7 +179,7 @@ def _at_masked_key(case, got, expected) -> bool:
     if lens is None or got.dim() != 3:
         return False
     err = (got.to(torch.float64) - expected.to(torch.float64)).abs()
-    b, j, _ = (int(i) for i in torch.unravel_index(err.argmax(), err.shape))
+    b, j, _ = argmax_index(err)
     return j >= int(lens[b].max())
 
 
@@ -269,15 +269,15 @@ def check_device(group: str):
 
 CHECKS = {c.id: c for c in [
     Check("parameters", "parameter names and shapes, constructor errors", ("ctor",), check_parameters),
-    Check("shapes", "output shapes over drawn sizes (B=1, Tk=1, Tq != Tk)", ("base",), check_shapes),
+    Check("shapes", "output shapes (B=1, Tk=1, Tq != Tk, ...)", ("base",), check_shapes),
     Check("weight_sums", "rows sum to 1, masked weights exactly 0", ("base",), check_weight_sums),
     Check("parity_float64", "same values as the reference, float64", ("base",), check_parity("base", "float64")),
     Check("parity_float32", "same values as the reference, float32", ("f32",), check_parity("f32", "float32")),
     Check("gradients", "gradients of inputs and parameters", ("grad",), check_gradients),
-    Check("masking", "masked keys ignored, permutation, (B,) = (B, Tq) lengths", ("mask",), check_masking),
+    Check("masking", "masked keys ignored; key order; (B,) = (B, Tq) lens", ("mask",), check_masking),
     Check("stability", "finite and right for scores ~1e4 in float32", ("stable",), check_stability),
     Check("side_effects", "inputs untouched, dtype and device kept", ("base", "f32"), check_side_effects),
-    Check("dropout", "eval() deterministic, train() drops, weights before dropout", ("dropout",), check_dropout),
-    Check("cuda", "CUDA float64/float32 against the CPU reference", ("cuda",), check_device("cuda"), True),
+    Check("dropout", "eval() exact; train() drops; weights pre-dropout", ("dropout",), check_dropout),
+    Check("cuda", "CUDA float64/float32 vs CPU reference", ("cuda",), check_device("cuda"), True),
     Check("cuda_half", "CUDA float16/bfloat16", ("half",), check_device("half"), True),
 ]}

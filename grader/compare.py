@@ -63,10 +63,10 @@ def mismatch(name: str, got: torch.Tensor | None, expected: torch.Tensor, tol: T
     if tuple(got.shape) != tuple(expected.shape):
         return f"{name}: shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
     got64, exp64 = got.detach().to(torch.float64), expected.detach().to(torch.float64)
-    bad_nan = ~torch.isfinite(got64) & torch.isfinite(exp64)
-    if bad_nan.any():
-        where = _index(bad_nan.nonzero()[0])
-        return f"{name}: {got64[tuple(bad_nan.nonzero()[0])].item()} at {where}, expected {exp64[where].item():.6g}"
+    bad = ~torch.isfinite(got64) & torch.isfinite(exp64)
+    if bad.any():
+        at = tuple(bad.nonzero()[0].tolist())
+        return f"{name}: {got64[at].item()} at {list(at)}, expected {exp64[at].item():.6g}"
     if got64.numel() == 0:
         return None
     scale = max(1.0, exp64.abs().max().item())
@@ -74,12 +74,17 @@ def mismatch(name: str, got: torch.Tensor | None, expected: torch.Tensor, tol: T
     excess = err - (tol.atol * scale + tol.rtol * exp64.abs())
     if excess.max().item() <= 0:
         return None
-    at = _index(torch.unravel_index(err.argmax(), err.shape))
+    at = argmax_index(err)
     return (
         f"{name}: max error {err.max().item():.3g} at {list(at)} (got {got64[at].item():.6g}, "
         f"expected {exp64[at].item():.6g}); allowed {tol}"
     )
 
 
-def _index(idx) -> tuple:
-    return tuple(int(i) for i in idx)
+def argmax_index(t: torch.Tensor) -> tuple:
+    """Index of the largest element (torch.unravel_index costs ~0.5 s on first use)."""
+    flat, at = int(t.argmax()), []
+    for size in reversed(t.shape):
+        flat, i = divmod(flat, size)
+        at.append(i)
+    return tuple(reversed(at))

@@ -35,7 +35,7 @@ def execute(call: dict, target) -> dict:
     want_grad = call.get("grad_out") is not None
     args = [_prepare(a, device, want_grad) for a in call["args"]]
     before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
-    torch.manual_seed(call.get("seed", 0))
+    _seed(device, call.get("seed", 0))
     runs = [_outputs(fn(*args), call["n_out"]) for _ in range(call.get("repeat", 1))]
     outs = runs[0]
     result["outputs"] = [[o.detach().cpu() for o in run] for run in runs]
@@ -44,6 +44,13 @@ def execute(call: dict, target) -> dict:
     if want_grad:
         result["grads"] = _grads(fn, args, outs, call["grad_out"], device)
     return result
+
+
+def _seed(device, seed: int) -> None:
+    # torch.manual_seed would also queue CUDA seeding with a captured stack trace: slow
+    torch.random.default_generator.manual_seed(seed)
+    if device.type == "cuda":
+        torch.cuda.manual_seed(seed)
 
 
 def _prepare(a, device, want_grad):

@@ -57,7 +57,8 @@ PROBLEM = Problem(
         Method(
             signature='def __init__(self, query_dim, key_dim, score="general", attn_dim=None, dropout=0.0):',
             statement=(
-                "score     scores[b, i, j]                  parameters (no biases)\n"
+                "Pick the scoring function by `score` and create only that mode's parameters:\n\n"
+                "score      scores[b, i, j]                  parameters (no biases)\n"
                 "dot        q_i . k_j                        none; query_dim != key_dim raises ValueError\n"
                 "scaled_dot q_i . k_j / sqrt(key_dim)        none; same dimension rule\n"
                 "general    q_i . (W_a k_j)                  W_a = nn.Linear(key_dim, query_dim, bias=False)\n"

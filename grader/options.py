@@ -1,0 +1,39 @@
+"""Checking the kit's command-line input: one clear line per problem, never a traceback."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .problems import ORDER
+
+
+class BadInput(Exception):
+    """Shown to the user as one line; the command exits non-zero."""
+
+
+def impl_dir(path) -> Path:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise BadInput(f"--impl {path}: no such directory")
+    if not p.is_dir():
+        raise BadInput(f"--impl {path}: not a directory")
+    if not any((p / f"{pid}.py").is_file() for pid in ORDER):
+        raise BadInput(f"--impl {path}: none of the problem files is there ({', '.join(f'{pid}.py' for pid in ORDER)})")
+    return p.resolve()
+
+
+def json_path(path) -> Path:
+    p = Path(path).expanduser()
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise BadInput(f"--json {path}: is a directory")
+    if not parent.is_dir():
+        raise BadInput(f"--json {path}: directory {parent} does not exist")
+    existed = p.exists()
+    try:  # a real test: permission bits do not tell for root, read-only mounts or /proc
+        with open(p, "a"):
+            pass
+    except OSError as exc:
+        raise BadInput(f"--json {path}: not writable ({exc.strerror})") from None
+    if not existed:
+        p.unlink()
+    return p

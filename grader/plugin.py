@@ -1,0 +1,127 @@
+"""The pytest plugin: each (problem, check) is a test item worth the spec's points.
+
+`pytest` at the repo root grades exercises/; `--impl PATH` grades any directory that
+follows the contract. The learner's code runs in worker processes (see grading.py);
+failures show the check's own message instead of a traceback, and the score table is
+printed at the end. `attnkit grade` runs this same plugin through pytest.main.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from . import ROOT
+from .grading import DEFAULT_TIMEOUT, grade
+from .options import BadInput, impl_dir, json_path
+from .problems import all_problems
+from .report import table, write_json
+from .scenarios import DEFAULT_SEED
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("attnkit", "attnkit grading")
+    group.addoption("--impl", default=None, metavar="PATH", help="directory to grade (default: exercises/)")
+    group.addoption("--json", dest="attnkit_json", default=None, metavar="PATH", help="write the JSON report here")
+    group.addoption("--seed", dest="attnkit_seed", type=int, default=DEFAULT_SEED, help="seed of the hidden inputs")
+    group.addoption("--problem-timeout", dest="attnkit_timeout", type=float, default=DEFAULT_TIMEOUT,
+                    metavar="SECONDS", help="wall-clock limit for each problem's worker")
+    group.addoption("--attnkit-only", action="store_true", help="grade only; collect no test files (attnkit grade)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "attnkit(problem, check, points): a graded check of the attnkit grader")
+    o = config.option
+    explicit = o.impl is not None or o.attnkit_only or o.attnkit_json is not None
+    if not explicit and config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+        return  # `pytest tests` and friends: the kit's own tests, no grading
+    try:
+        impl = impl_dir(o.impl if o.impl is not None else config.rootpath / "exercises")
+        out = json_path(o.attnkit_json) if o.attnkit_json else None
+    except BadInput as exc:
+        raise pytest.UsageError(f"attnkit: {exc}") from None
+    config.pluginmanager.register(Grader(impl, out, o.attnkit_seed, o.attnkit_timeout, o.attnkit_only), "attnkit-grader")
+
+
+class CheckFailed(Exception):
+    pass
+
+
+class ProblemNode(pytest.Collector):
+    def collect(self):
+        return []
+
+
+class CheckItem(pytest.Item):
+    def __init__(self, *, grader, problem, check, points, **kw):
+        super().__init__(**kw)
+        self.grader, self.problem, self.check = grader, problem, check
+        self.add_marker(pytest.mark.attnkit(problem=problem, check=check, points=points))
+
+    def runtest(self):
+        result = self.grader.check_result(self.problem, self.check)
+        if result.status == "skipped":
+            pytest.skip(result.message)
+        if result.status != "passed":
+            raise CheckFailed(f"{result.message}\n[{result.status}: 0/{result.max_score:g} points]")
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, CheckFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.problem}::{self.check}"
+
+
+class Grader:
+    """Adds the graded items, grades lazily once, prints the table, writes the JSON."""
+
+    def __init__(self, impl: Path, json_out: Path | None, seed: int, timeout: float, only: bool):
+        self.impl, self.json_out, self.seed, self.timeout, self.only = impl, json_out, seed, timeout, only
+        self.selected: list[str] = []
+        self.report = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_ignore_collect(self, collection_path, config):
+        return True if self.only else None
+
+    @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection sees the items
+    def pytest_collection_modifyitems(self, session, config, items):
+        for problem in self._problems(config.option.keyword):
+            node = ProblemNode.from_parent(session, name=problem.id, path=ROOT, nodeid=f"attnkit::{problem.id}")
+            items.extend(
+                CheckItem.from_parent(node, name=cid, grader=self, problem=problem.id, check=cid, points=pts)
+                for cid, pts in problem.points.items()
+            )
+
+    @staticmethod
+    def _problems(keyword: str):
+        """`-k NAME` where NAME starts a problem id selects exactly those problems
+        (so `-k additive` is additive_attention, not also multihead_additive_attention)."""
+        problems = all_problems()
+        if re.fullmatch(r"\w+", keyword or ""):
+            chosen = [p for p in problems if p.id.startswith(keyword)]
+            return chosen or problems
+        return problems
+
+    def pytest_collection_finish(self, session):
+        seen = [i.problem for i in session.items if isinstance(i, CheckItem)]
+        self.selected = list(dict.fromkeys(seen))
+
+    def check_result(self, problem: str, check: str):
+        if self.report is None:
+            self.report = grade(self.impl, self.selected, seed=self.seed, timeout=self.timeout)
+        return next(c for c in self.report.problem(problem).checks if c.id == check)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.report is not None:
+            terminalreporter.write_sep("=", "attnkit score")
+            terminalreporter.write_line(table(self.report))
+            if self.json_out:
+                terminalreporter.write_line(f"JSON report: {self.json_out}")
+
+    def pytest_sessionfinish(self, session):
+        if self.report is not None and self.json_out:
+            write_json(self.report, self.json_out)
