@@ -17,11 +17,11 @@ from .harness import execute
 from .loader import load_symbol
 from .pool import Pool
 from .problems import all_problems, get
-from .scenarios import DEFAULT_SEED, as_reference, build
+from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
+from .scenarios import as_reference, build
 
 torch.set_num_threads(1)  # small tensors; and it keeps later forks free of OpenMP state
 REFERENCE_DIR = ROOT / "solutions"
-DEFAULT_TIMEOUT = 30.0
 
 
 @dataclass
@@ -70,7 +70,7 @@ def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEF
     problems = [get(pid) for pid in problem_ids] if problem_ids else all_problems()
     pool = Pool(str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout)  # fork before any compute
     try:
-        pool.wait_loaded()
+        pool.wait_hello()
         cuda = any(w.hello and w.hello["cuda"] for w in pool.workers.values())
         plans = {}
         for p in problems:
@@ -82,6 +82,7 @@ def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEF
     finally:
         pool.close()
     results = [_judge(p, plans[p.id], pool.workers[p.id], refs[p.id], cuda) for p in problems]
+    _note_prerequisites(problems, results)
     return Report(
         impl=str(impl), seed=seed,
         score=sum(r.score for r in results), max_score=sum(r.max_score for r in results),
@@ -119,6 +120,20 @@ def _judge(problem, cases, worker, refs, cuda: bool) -> ProblemResult:
     score, max_score = sum(c.score for c in ran), sum(c.max_score for c in ran)
     status = "not_started" if not_started else "passed" if all(c.status == "passed" for c in ran) else "failed"
     return ProblemResult(problem.id, problem.title, status, score, max_score, checks)
+
+
+def _note_prerequisites(problems, results) -> None:
+    """A failure may come from a module this problem imports: say so where that one fails too."""
+    status = {r.id: r.status for r in results}
+    for problem, result in zip(problems, results):
+        broken = [r for r in problem.requires if status.get(r) in ("failed", "not_started")]
+        if result.status != "failed" or not broken:
+            continue
+        note = (f"\nNote: {problem.id} imports your {', '.join(broken)}, which fails its own checks; "
+                f"fix {broken[0]} first, then grade this again.")
+        for c in result.checks:
+            if c.status == "failed":
+                c.message += note
 
 
 def _run_check(check, ctx, points) -> CheckResult:

@@ -13,35 +13,40 @@ from pathlib import Path
 import pytest
 
 from . import ROOT
-from .grading import DEFAULT_TIMEOUT, grade
 from .options import BadInput, impl_dir, json_path
-from .problems import all_problems
-from .report import table, write_json
-from .scenarios import DEFAULT_SEED
+
+from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
+
+# Loaded (as an entry point) by every pytest run in the environment: torch and the
+# grader's heavier modules are imported only once a run turns out to be grading.
 
 
 def pytest_addoption(parser):
+    parser.addini("attnkit_grade", type="bool", default=False,
+                  help="attnkit: a plain `pytest` in this project grades exercises/")
     group = parser.getgroup("attnkit", "attnkit grading")
     group.addoption("--impl", default=None, metavar="PATH", help="directory to grade (default: exercises/)")
     group.addoption("--json", dest="attnkit_json", default=None, metavar="PATH", help="write the JSON report here")
     group.addoption("--seed", dest="attnkit_seed", type=int, default=DEFAULT_SEED, help="seed of the hidden inputs")
     group.addoption("--problem-timeout", dest="attnkit_timeout", type=float, default=DEFAULT_TIMEOUT,
                     metavar="SECONDS", help="wall-clock limit for each problem's worker")
-    group.addoption("--attnkit-only", action="store_true", help="grade only; collect no test files (attnkit grade)")
+    group.addoption("--attnkit-only", action="store_true", help="grade only; collect no test files")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "attnkit(problem, check, points): a graded check of the attnkit grader")
     o = config.option
     explicit = o.impl is not None or o.attnkit_only or o.attnkit_json is not None
-    if not explicit and config.args_source != pytest.Config.ArgsSource.TESTPATHS:
-        return  # `pytest tests` and friends: the kit's own tests, no grading
+    default_run = config.getini("attnkit_grade") and config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    if not (explicit or default_run):
+        return  # `pytest tests`, or another project: the plugin stays out of the way
     try:
         impl = impl_dir(o.impl if o.impl is not None else config.rootpath / "exercises")
         out = json_path(o.attnkit_json) if o.attnkit_json else None
     except BadInput as exc:
         raise pytest.UsageError(f"attnkit: {exc}") from None
-    config.pluginmanager.register(Grader(impl, out, o.attnkit_seed, o.attnkit_timeout, o.attnkit_only), "attnkit-grader")
+    only = o.attnkit_only or config.args_source != pytest.Config.ArgsSource.ARGS  # no test paths named: grade only
+    config.pluginmanager.register(Grader(impl, out, o.attnkit_seed, o.attnkit_timeout, only), "attnkit-grader")
 
 
 class CheckFailed(Exception):
@@ -100,6 +105,8 @@ class Grader:
     def _problems(keyword: str):
         """`-k NAME` where NAME starts a problem id selects exactly those problems
         (so `-k additive` is additive_attention, not also multihead_additive_attention)."""
+        from .problems import all_problems
+
         problems = all_problems()
         if re.fullmatch(r"\w+", keyword or ""):
             chosen = [p for p in problems if p.id.startswith(keyword)]
@@ -112,11 +119,15 @@ class Grader:
 
     def check_result(self, problem: str, check: str):
         if self.report is None:
+            from .grading import grade
+
             self.report = grade(self.impl, self.selected, seed=self.seed, timeout=self.timeout)
         return next(c for c in self.report.problem(problem).checks if c.id == check)
 
     def pytest_terminal_summary(self, terminalreporter):
         if self.report is not None:
+            from .report import table
+
             terminalreporter.write_sep("=", "attnkit score")
             terminalreporter.write_line(table(self.report))
             if self.json_out:
@@ -124,4 +135,6 @@ class Grader:
 
     def pytest_sessionfinish(self, session):
         if self.report is not None and self.json_out:
+            from .report import write_json
+
             write_json(self.report, self.json_out)

@@ -39,12 +39,16 @@ class Worker:
 
     @property
     def busy(self) -> bool:
-        return self.failure is None and (not self.got_loaded or bool(self.pending))
+        return self.failure is None and (self.hello is None or not self.got_loaded or bool(self.pending))
 
     def submit(self, calls: list[dict]) -> None:
+        """Send a batch; the worker reads it at once (the first one before importing the learner's code)."""
         if self.failure is None and self.loaded is None:
             self.pending += [c["key"] for c in calls]
-            self.conn.send_bytes(dumps(calls))
+            try:
+                self.conn.send_bytes(dumps(calls))
+            except OSError:
+                self._died()
 
     def receive(self) -> None:
         try:
@@ -59,6 +63,8 @@ class Worker:
             self.hello = msg["hello"]
         elif "loaded" in msg:
             self.loaded, self.got_loaded = msg["loaded"], True
+            if self.loaded:
+                self.pending = []
         elif "key" in msg:
             self.results[msg["key"]] = msg["result"]
             if msg["key"] in self.pending:
@@ -66,8 +72,7 @@ class Worker:
 
     def check_deadline(self, now: float) -> None:
         if self.busy and now > self.deadline:
-            where = f" while running call {self.pending[0]}" if self.pending else " while importing the module"
-            self._stop(f"timed out after {self.timeout:g} s{where} (an endless loop, or far too slow)")
+            self._stop(f"timed out after {self.timeout:g} s{self._where()} (an endless loop, or far too slow)")
 
     def _died(self) -> None:
         self.proc.join(5)
@@ -79,8 +84,12 @@ class Worker:
                 why = f"was killed by signal {-code}"
         else:
             why = f"exited with status {code} (sys.exit or os._exit in the learner's code?)"
-        where = f" while running call {self.pending[0]}" if self.pending else " while importing the module"
-        self._stop(f"the worker process {why}{where}{self._log_tail()}")
+        self._stop(f"the worker process {why}{self._where()}{self._log_tail()}")
+
+    def _where(self) -> str:
+        if not self.got_loaded:
+            return " while importing the module"
+        return f" while running call {self.pending[0]}" if self.pending else ""
 
     def _stop(self, why: str) -> None:
         self.failure = why
@@ -127,8 +136,9 @@ class Pool:
             others = [w.conn for w in self.workers.values()]
             self.workers[pid] = Worker(ctx, impl_dir, module, symbol, timeout, others)
 
-    def wait_loaded(self) -> None:
-        self._pump(lambda w: w.failure is None and not w.got_loaded)
+    def wait_hello(self) -> None:
+        """Every worker says hello (and whether it sees CUDA) before running any learner code."""
+        self._pump(lambda w: w.failure is None and w.hello is None)
 
     def run_until_idle(self) -> None:
         self._pump(lambda w: w.busy)

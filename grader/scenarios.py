@@ -13,7 +13,6 @@ import torch
 
 from .spec import Problem
 
-DEFAULT_SEED = 20261122
 LENS_KINDS = ("none", "batch", "query")
 
 

@@ -30,6 +30,17 @@ class Method:
 
 
 @dataclass(frozen=True)
+class Mistake:
+    """A common mistake, written as a small patch of the reference solution."""
+
+    id: str
+    name: str  # one line
+    patch: tuple[tuple[str, str], ...]  # (old, new): each old occurs exactly once in solutions/<id>.py
+    explain: str = ""
+    hint: str = ""
+
+
+@dataclass(frozen=True)
 class Problem:
     id: str  # module name: exercises/<id>.py, solutions/<id>.py
     title: str
@@ -49,6 +60,8 @@ class Problem:
     amplify: Callable = None  # (args, state, variant) -> None: scale so scores reach ~1e4 (in place)
     # (constructor kwargs in signature order, why it must raise ValueError, words the message must contain)
     ctor_errors: tuple[tuple[dict, str, tuple[str, ...]], ...] = ()
+    mistakes: tuple[Mistake, ...] = ()
+    requires: tuple[str, ...] = ()  # problems whose module this one imports (their failures explain ours)
     outputs: tuple[str, ...] = ("weights",)  # names of what the call returns, in order
     weights_dims: str = "B Tq Tk"
     extra: dict = field(default_factory=dict)

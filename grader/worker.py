@@ -4,6 +4,7 @@ A worker never sees expected values: it receives inputs and returns tensors.
 """
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ PACKAGE = "attnkit_submission"
 
 
 def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, inherited: list) -> None:
-    """Worker entry point: hello, load, then answer batches of calls until told to stop."""
+    """Worker entry point: hello, read the calls, load the module, answer; more batches until None."""
     for other in inherited:  # pipe ends of other workers, inherited through fork
         other.close()
     _redirect_output(log_path)
@@ -25,6 +26,10 @@ def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, inherite
     sys.path.append(impl_dir)  # lenient: plain `import masked_softmax` works too
     conn.send_bytes(dumps({"hello": {"cuda": torch.cuda.is_available(), "pid": os.getpid()}}))
     try:
+        calls = loads(conn.recv_bytes())  # read the first batch before any learner code runs
+    except EOFError:
+        return
+    try:
         target = load_symbol(Path(impl_dir), module, symbol, PACKAGE)
     except NotStarted as exc:
         conn.send_bytes(dumps({"loaded": str(exc)}))
@@ -32,16 +37,13 @@ def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, inherite
     conn.send_bytes(dumps({"loaded": None}))
     from .harness import execute
 
-    while True:
+    while calls is not None:
+        for call in calls:
+            conn.send_bytes(dumps({"key": call["key"], "result": _run(execute, call, target, impl_dir)}))
         try:
             calls = loads(conn.recv_bytes())
         except EOFError:
             return
-        if calls is None:
-            return
-        for call in calls:
-            conn.send_bytes(dumps({"key": call["key"], "result": _run(execute, call, target, impl_dir)}))
-        conn.send_bytes(dumps({"batch_done": True}))
 
 
 def _run(execute, call, target, impl_dir) -> dict:
@@ -68,3 +70,4 @@ def _redirect_output(log_path: str) -> None:
     sys.stdin = open(0, closefd=False)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
+    faulthandler.enable(file=sys.stderr)  # a crash's Python traceback goes to the log, shown on failure

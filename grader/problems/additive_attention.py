@@ -1,6 +1,26 @@
 """Spec: additive (Bahdanau) attention."""
-from ..spec import Method, Problem
+from ..spec import Method, Mistake, Problem
 from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, qkv_inputs, scale_state
+
+FEATURES = "torch.tanh(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))"
+RETURN = "return torch.bmm(self.dropout(weights), values), weights"
+MISTAKES = (
+    Mistake("no_tanh", "tanh missing", ((FEATURES, "self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1)"),)),
+    Mistake("tanh_after_w_v", "tanh applied after w_v instead of before",
+            ((FEATURES, "self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1)"),
+             ("self.w_v(features)", "torch.tanh(self.w_v(features))"))),
+    Mistake("weights_on_keys", "weights applied to the keys instead of the values",
+            ((RETURN, "return torch.bmm(self.dropout(weights), keys), weights"),)),
+    Mistake("lens_ignored", "valid_lens ignored", (("masked_softmax(scores, valid_lens)", "masked_softmax(scores, None)"),)),
+    Mistake("weights_after_dropout", "weights returned after dropout",
+            ((RETURN, "weights = self.dropout(weights)\n        return torch.bmm(weights, values), weights"),)),
+    Mistake("dropout_in_eval", "dropout active in eval() mode",
+            ((RETURN, "return torch.bmm(nn.functional.dropout(weights, self.dropout.p, training=True), values), weights"),)),
+    Mistake("extra_bias", "a bias in W_q", (("nn.Linear(query_dim, attn_dim, bias=False)", "nn.Linear(query_dim, attn_dim)"),)),
+    Mistake("query_key_swapped", "queries and keys broadcast on the wrong axes (scores transposed)",
+            ((FEATURES, "torch.tanh(self.W_q(queries).unsqueeze(1) + self.W_k(keys).unsqueeze(2))"),)),
+)
+
 
 PROBLEM = Problem(
     id="additive_attention",
@@ -40,10 +60,12 @@ PROBLEM = Problem(
         ),
     ),
     imports=MODULE_IMPORTS,
+    requires=("masked_softmax",),
     ctor=lambda c: {"query_dim": c["dq"], "key_dim": c["dk"], "attn_dim": c["h"], "dropout": c.get("dropout", 0.0)},
     ctor_required=3,
     params=lambda c: {"W_q.weight": (c["h"], c["dq"]), "W_k.weight": (c["h"], c["dk"]), "w_v.weight": (1, c["h"])},
     inputs=qkv_inputs,
     amplify=scale_state("w_v.weight"),
+    mistakes=MISTAKES,
     outputs=("output", "weights"),
 )

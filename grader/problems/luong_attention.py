@@ -1,5 +1,5 @@
 """Spec: Luong attention (dot, scaled_dot, general, concat)."""
-from ..spec import Method, Problem
+from ..spec import Method, Mistake, Problem
 from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, qkv_inputs
 
 MODES = ("dot", "scaled_dot", "general", "concat")
@@ -33,6 +33,25 @@ def _amplify(args, state, variant):
         state["W_a.weight"].mul_(100.0)
     else:
         args[1].mul_(100.0)  # keys
+
+
+PAIRS = "[queries.unsqueeze(2).expand(-1, -1, Tk, -1), keys.unsqueeze(1).expand(-1, Tq, -1, -1)]"
+MISTAKES = (
+    Mistake("general_wrong_side", "general: W_a applied to the queries instead of the keys",
+            (("self.W_a = nn.Linear(key_dim, query_dim, bias=False)", "self.W_a = nn.Linear(query_dim, key_dim, bias=False)"),
+             ("queries @ self.W_a(keys).transpose(1, 2)", "self.W_a(queries) @ keys.transpose(1, 2)"))),
+    Mistake("no_scaling", "scaled_dot not scaled", (("/ math.sqrt(self.key_dim)", ""),)),
+    Mistake("scale_by_d", "scaled_dot divided by key_dim instead of sqrt(key_dim)",
+            (("/ math.sqrt(self.key_dim)", "/ self.key_dim"),)),
+    Mistake("concat_order", "concat: key first instead of query first",
+            ((PAIRS, "[keys.unsqueeze(1).expand(-1, Tq, -1, -1), queries.unsqueeze(2).expand(-1, -1, Tk, -1)]"),)),
+    Mistake("concat_no_tanh", "concat: tanh missing", (("self.v_a(torch.tanh(self.W_a(pairs)))", "self.v_a(self.W_a(pairs))"),)),
+    Mistake("dot_no_dim_check", "dot accepts query_dim != key_dim",
+            (('if score in ("dot", "scaled_dot") and query_dim != key_dim:', "if False:"),)),
+    Mistake("unknown_score_accepted", "an unknown score is not rejected", (("if score not in SCORES:", "if False:"),)),
+    Mistake("lens_ignored", "valid_lens ignored",
+            (("masked_softmax(self.scores(queries, keys), valid_lens)", "masked_softmax(self.scores(queries, keys), None)"),)),
+)
 
 
 PROBLEM = Problem(
@@ -80,6 +99,7 @@ PROBLEM = Problem(
         ),
     ),
     imports=MODULE_IMPORTS,
+    requires=("masked_softmax",),
     ctor=_ctor,
     ctor_required=2,
     variants=tuple({"score": m} for m in MODES),
@@ -87,6 +107,7 @@ PROBLEM = Problem(
     params=_params,
     inputs=qkv_inputs,
     amplify=_amplify,
+    mistakes=MISTAKES,
     ctor_errors=(
         ({"query_dim": 4, "key_dim": 6, "score": "dot"}, "dot with query_dim != key_dim", ()),
         ({"query_dim": 4, "key_dim": 6, "score": "scaled_dot"}, "scaled_dot with query_dim != key_dim", ()),

@@ -1,7 +1,7 @@
 """Spec: masked softmax."""
 import torch
 
-from ..spec import LENS_DOC, Method, Problem
+from ..spec import LENS_DOC, Method, Mistake, Problem
 
 
 def _inputs(cfg, gen):
@@ -10,6 +10,26 @@ def _inputs(cfg, gen):
 
 def _amplify(args, state, variant):
     args[0].mul_(5e3)  # scores of magnitude up to ~2e4
+
+
+FILL = "torch.finfo(scores.dtype).min"
+LAST = "return torch.softmax(filled, dim=-1) * keep"
+MISTAKES = (
+    Mistake("wrong_axis", "softmax over the wrong axis",
+            (("softmax(scores, dim=-1)", "softmax(scores, dim=1)"), ("softmax(filled, dim=-1)", "softmax(filled, dim=1)"))),
+    Mistake("fill_zero", "masked scores filled with 0 instead of a very negative number", ((FILL, "0.0"),)),
+    Mistake("mask_after_softmax", "mask applied after the softmax without renormalising",
+            ((LAST, "return torch.softmax(scores, dim=-1) * keep"),)),
+    Mistake("off_by_one", "lengths off by one (j <= valid_len)", (("< lens[..., None]", "<= lens[..., None]"),)),
+    Mistake("lens_2d_ignored", "2-D valid_lens (B, Tq) not handled",
+            (("lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]", "lens = valid_lens[:, None]"),)),
+    Mistake("no_max_subtraction", "exp without subtracting the row maximum (overflow)",
+            ((LAST, "return filled.exp() / filled.exp().sum(-1, keepdim=True) * keep"),)),
+    Mistake("nan_rows", "-inf fill without a guard: fully masked rows become NaN", ((FILL, 'float("-inf")'),)),
+    Mistake("uniform_rows", "fully masked rows left uniform instead of zero", ((LAST, "return torch.softmax(filled, dim=-1)"),)),
+    Mistake("in_place", "scores modified in place", (("scores.masked_fill(", "scores.masked_fill_("),)),
+    Mistake("lens_ignored", "valid_lens ignored", (("if valid_lens is None:", "if True:"),)),
+)
 
 
 PROBLEM = Problem(
@@ -45,4 +65,5 @@ PROBLEM = Problem(
     ),
     inputs=_inputs,
     amplify=_amplify,
+    mistakes=MISTAKES,
 )

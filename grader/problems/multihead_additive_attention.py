@@ -1,6 +1,27 @@
 """Spec: multi-head additive attention."""
-from ..spec import Method, Problem
+from ..spec import Method, Mistake, Problem
 from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, qkv_inputs, scale_state
+
+RETURN = "return self.W_o(context.transpose(1, 2).reshape(B, Tq, -1)), weights"
+MISTAKES = (
+    Mistake("weights_averaged", "weights averaged over heads instead of returned per head",
+            ((RETURN, "return self.W_o(context.transpose(1, 2).reshape(B, Tq, -1)), weights.mean(1)"),)),
+    Mistake("heads_no_transpose", "heads split by a reshape without transpose (head and time axes mixed)",
+            (("self.W_q(queries).view(B, Tq, H, self.attn_dim).transpose(1, 2)", "self.W_q(queries).view(B, H, Tq, self.attn_dim)"),
+             ("self.W_k(keys).view(B, Tk, H, self.attn_dim).transpose(1, 2)", "self.W_k(keys).view(B, H, Tk, self.attn_dim)"))),
+    Mistake("shared_w_v", "one w_v shared by all heads",
+            (("self.w_v[None, :, None, None, :]", "self.w_v[:1][None, :, None, None, :]"),)),
+    Mistake("concat_wrong_order", "head contexts concatenated feature-major instead of head-major",
+            ((RETURN, "return self.W_o(context.permute(0, 2, 3, 1).reshape(B, Tq, -1)), weights"),)),
+    Mistake("lens_wrong_order", "per-head lengths repeated in batch order instead of interleaved",
+            (("valid_lens.repeat_interleave(H, dim=0)", "valid_lens.repeat(H, *[1] * (valid_lens.dim() - 1))"),)),
+    Mistake("lens_ignored", "valid_lens ignored", (("lens = None if valid_lens is None else", "lens = None if True else"),)),
+    Mistake("no_tanh", "tanh missing", (("torch.tanh(q.unsqueeze(3) + k.unsqueeze(2))", "(q.unsqueeze(3) + k.unsqueeze(2))"),)),
+    Mistake("weights_after_dropout", "weights returned after dropout",
+            (("context = self.dropout(weights) @ values.unsqueeze(1)",
+              "weights = self.dropout(weights)\n        context = weights @ values.unsqueeze(1)"),)),
+)
+
 
 PROBLEM = Problem(
     id="multihead_additive_attention",
@@ -49,6 +70,7 @@ PROBLEM = Problem(
         ),
     ),
     imports=MODULE_IMPORTS,
+    requires=("masked_softmax",),
     ctor=lambda c: {
         "num_heads": c["H"], "query_dim": c["dq"], "key_dim": c["dk"], "value_dim": c["dv"],
         "attn_dim": c["h"], "dropout": c.get("dropout", 0.0),
@@ -62,6 +84,7 @@ PROBLEM = Problem(
     },
     inputs=qkv_inputs,
     amplify=scale_state("w_v"),
+    mistakes=MISTAKES,
     outputs=("output", "weights"),
     weights_dims="B H Tq Tk",
 )

@@ -1,1 +1,0 @@
-pytest_plugins = ["grader.plugin"]

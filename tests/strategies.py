@@ -1,0 +1,35 @@
+"""Hypothesis strategies shared by the property tests: shapes from named dimensions."""
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+SIZE = st.integers(min_value=1, max_value=5)  # size 1 is always in range
+
+
+@st.composite
+def dims(draw, names=("B", "Tq", "Tk", "dq", "dk", "dv", "h", "H")):
+    """A dict of named dimensions, each 1..5, drawn independently (so often unequal)."""
+    return {n: draw(SIZE) for n in names}
+
+
+@st.composite
+def valid_lens(draw, B: int, Tq: int, Tk: int):
+    """None, (B,) or (B, Tq) lengths in 0..Tk."""
+    kind = draw(st.sampled_from(["none", "batch", "query"]))
+    if kind == "none":
+        return None
+    shape = (B,) if kind == "batch" else (B, Tq)
+    values = draw(st.lists(st.integers(0, Tk), min_size=B * (1 if kind == "batch" else Tq),
+                           max_size=B * (1 if kind == "batch" else Tq)))
+    return torch.tensor(values, dtype=torch.int64).reshape(shape)
+
+
+def tensors(shape, dtype=torch.float64, scale: float = 3.0):
+    """A float tensor of `shape` from a drawn seed (values are not shrunk one by one)."""
+    return st.integers(0, 2**31 - 1).map(
+        lambda seed: (torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * scale).to(dtype)
+    )
+
+
+DTYPES = st.sampled_from([torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool])

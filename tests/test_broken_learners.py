@@ -1,0 +1,104 @@
+"""A learner directory with broken code is graded to the end, each problem failing alone."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import SOLUTIONS, make_impl, snapshot
+from grader.grading import grade
+
+FORWARD = "def forward(self, queries, keys, values, valid_lens=None):"
+
+
+def additive(body_forward: str) -> str:
+    """The reference AdditiveAttention with `body_forward` as the first line of forward."""
+    source = (SOLUTIONS / "additive_attention.py").read_text()
+    return source.replace(FORWARD, f"{FORWARD}\n        {body_forward}")
+
+
+def graded(tmp_path, files, remove=(), timeout=30.0):
+    impl = make_impl(tmp_path / "impl", files)
+    for name in remove:
+        (impl / name).unlink()
+    before = snapshot(impl)
+    start = time.monotonic()
+    report = grade(impl, timeout=timeout)
+    elapsed = time.monotonic() - start
+    assert snapshot(impl) == before, "grading wrote into the graded directory"
+    others = {p.id: p.status for p in report.problems if p.id != "additive_attention"}
+    assert set(others.values()) == {"passed"}, others
+    return report.problem("additive_attention"), elapsed
+
+
+def messages(problem):
+    return "\n".join(c.message for c in problem.checks)
+
+
+def test_syntax_error_is_not_started_with_the_line(tmp_path):
+    p, _ = graded(tmp_path, {"additive_attention.py": "def broken(:\n"})
+    assert p.status == "not_started" and "SyntaxError" in messages(p) and "additive_attention.py:1" in messages(p)
+
+
+def test_missing_file_is_not_started(tmp_path):
+    p, _ = graded(tmp_path, {}, remove=["additive_attention.py"])
+    assert p.status == "not_started" and "additive_attention.py not found" in messages(p)
+
+
+def test_missing_symbol_is_not_started(tmp_path):
+    p, _ = graded(tmp_path, {"additive_attention.py": "import torch\n"})
+    assert p.status == "not_started" and "defines no `AdditiveAttention`" in messages(p)
+
+
+def test_import_error_is_not_started(tmp_path):
+    p, _ = graded(tmp_path, {"additive_attention.py": "import no_such_module_anywhere\n"})
+    assert p.status == "not_started" and "ModuleNotFoundError" in messages(p)
+
+
+def test_hang_in_forward_times_out_alone(tmp_path):
+    p, elapsed = graded(tmp_path, {"additive_attention.py": additive(body_forward="while True: pass")}, timeout=3)
+    assert p.status == "failed" and p.score < p.max_score
+    assert "timed out after 3 s" in messages(p)
+    assert elapsed < 20
+
+
+def test_hang_at_import_times_out(tmp_path):
+    p, _ = graded(tmp_path, {"additive_attention.py": "while True:\n    pass\n"}, timeout=3)
+    assert p.status == "failed" and "timed out" in messages(p) and "importing" in messages(p)
+
+
+@pytest.mark.parametrize("how,expected", [
+    ("import os; os.abort()", "SIGABRT"),
+    ("import ctypes; ctypes.string_at(0)", "SIGSEGV"),
+    ("import os; os._exit(3)", "exited with status 3"),
+])
+def test_crash_in_forward_fails_alone(tmp_path, how, expected):
+    p, _ = graded(tmp_path, {"additive_attention.py": additive(body_forward=how)})
+    assert p.status == "failed" and p.score < p.max_score
+    assert expected in messages(p)
+
+
+def test_sys_exit_is_reported_as_such(tmp_path):
+    p, _ = graded(tmp_path, {"additive_attention.py": additive(body_forward="import sys; sys.exit(4)")})
+    assert p.status == "failed" and "SystemExit: 4" in messages(p)
+
+
+def test_exception_names_the_learners_line(tmp_path):
+    p, _ = graded(tmp_path, {"additive_attention.py": additive(body_forward="return 1 / 0")})
+    assert p.status == "failed"
+    assert "ZeroDivisionError" in messages(p) and "additive_attention.py:" in messages(p) and "return 1 / 0" in messages(p)
+
+
+@pytest.mark.parametrize("body,expected", [
+    ("return queries", "expected a tuple of 2 tensors"),
+    ("return (queries.tolist(), queries)", "where a torch.Tensor was expected"),
+])
+def test_wrong_return_types_are_explained(tmp_path, body, expected):
+    p, _ = graded(tmp_path, {"additive_attention.py": additive(body_forward=body)})
+    assert p.status == "failed" and expected in messages(p)
+
+
+def test_learner_prints_do_not_reach_the_grader_output(tmp_path, capfd):
+    p, _ = graded(tmp_path, {"additive_attention.py": additive("print('NOISE' * 10)")})
+    assert p.status == "passed"
+    assert "NOISE" not in capfd.readouterr().out

@@ -1,0 +1,108 @@
+"""The user's commands, run as a user runs them: pytest at the root, attnkit grade, bad input."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import snapshot
+from grader import ROOT
+
+SCHEMA = json.loads((ROOT / "grader" / "report.schema.json").read_text())
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def attnkit(*args, cwd=ROOT):
+    return run("-m", "grader.cli", *args, cwd=cwd)
+
+
+def test_attnkit_grade_solutions_full_marks_and_json(tmp_path):
+    out = tmp_path / "report.json"
+    r = attnkit("grade", "--impl", "solutions", "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(out.read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert report["score"] == report["max_score"] > 0
+    assert [p["id"] for p in report["problems"]] == [
+        "masked_softmax", "additive_attention", "luong_attention", "multihead_additive_attention"]
+    assert "total" in r.stdout and f"{report['score']:g}/{report['max_score']:g}" in r.stdout
+
+
+def test_attnkit_grade_stubs_exits_nonzero_not_started(tmp_path):
+    out = tmp_path / "r.json"
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    for f in (ROOT / "exercises").glob("*.py"):
+        (stubs / f.name).write_text(f.read_text())
+    before = snapshot(stubs)
+    r = attnkit("grade", "--impl", str(stubs), "--json", str(out))
+    assert r.returncode == 1
+    report = json.loads(out.read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert {p["status"] for p in report["problems"]} == {"not_started"}
+    assert "not started" in r.stdout
+    assert snapshot(stubs) == before
+
+
+def test_pytest_at_root_grades_and_writes_the_same_json(tmp_path):
+    out = tmp_path / "r.json"
+    r = run("-m", "pytest", "--impl", "solutions", "--json", str(out), "-q")
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "attnkit score" in r.stdout and "total" in r.stdout
+    report = json.loads(out.read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert report["score"] == report["max_score"]
+
+
+def test_pytest_k_grades_exactly_one_problem(tmp_path):
+    out = tmp_path / "r.json"
+    r = run("-m", "pytest", "--impl", "solutions", "-k", "additive", "--json", str(out), "-q")
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert [p["id"] for p in json.loads(out.read_text())["problems"]] == ["additive_attention"]
+
+
+def test_pytest_shows_check_messages_not_tracebacks(tmp_path):
+    impl = tmp_path / "impl"
+    impl.mkdir()
+    (impl / "masked_softmax.py").write_text("import torch\n\ndef masked_softmax(scores, valid_lens=None):\n"
+                                            "    return torch.softmax(scores, dim=1)\n")
+    r = run("-m", "pytest", "--impl", str(impl), "-k", "masked_softmax", "-q")
+    assert r.returncode == 1
+    assert "called masked_softmax(scores=<float64" in r.stdout and "max error" in r.stdout
+    assert "Traceback" not in r.stdout and "raise CheckFailed" not in r.stdout
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--impl", "no/such/dir"], "--impl no/such/dir: no such directory"),
+    (["--impl", "README.md"], "not a directory"),
+    (["--impl", "tests"], "none of the problem files is there"),
+    (["--impl", "solutions", "--json", "/no/such/dir/r.json"], "does not exist"),
+    (["--impl", "solutions", "--json", "/proc/attnkit.json"], "not writable"),
+    (["--impl", "solutions", "--json", "grader"], "is a directory"),
+])
+def test_bad_input_gets_one_line_and_nonzero_exit(args, expected):
+    cli, plugin = attnkit("grade", *args), run("-m", "pytest", *args, "-q")
+    for r in (cli, plugin):
+        text = r.stdout + r.stderr
+        assert r.returncode != 0 and expected in text, text
+        assert "Traceback" not in text
+    lines = [ln for ln in cli.stdout.splitlines() + cli.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("attnkit: error:")
+
+
+def test_unknown_subcommand_is_one_line():
+    r = attnkit("fly")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_kit_tests_do_not_grade(tmp_path):
+    """`pytest tests/...` runs the kit's own tests only; no grading items appear."""
+    r = run("-m", "pytest", "tests/test_tolerances.py", "--collect-only", "-q")
+    assert "attnkit::" not in r.stdout

@@ -1,0 +1,44 @@
+"""Each catalogued mistake, written as a small variant of the reference, fails its problem only."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import SOLUTIONS, make_impl
+from grader.grading import grade
+from grader.mistakes import wrong_source
+from grader.problems import all_problems
+
+CASES = [(p, m) for p in all_problems() for m in p.mistakes]
+
+
+@pytest.mark.parametrize("problem", all_problems(), ids=lambda p: p.id)
+def test_at_least_six_mistakes_per_problem(problem):
+    assert len(problem.mistakes) >= 6
+    assert len({m.id for m in problem.mistakes}) == len(problem.mistakes)
+
+
+@pytest.mark.parametrize("problem,mistake", CASES, ids=[f"{p.id}-{m.id}" for p, m in CASES])
+def test_mistake_fails_its_problem_and_only_that_problem(tmp_path, problem, mistake):
+    files = {f"{problem.id}.py": wrong_source(problem, mistake)}
+    if problem.id == "masked_softmax":
+        # The modules import `.masked_softmax`; give them a correct private copy so that
+        # only the problem under test carries the mistake.
+        files["_softmax_ok.py"] = (SOLUTIONS / "masked_softmax.py").read_text()
+        for other in all_problems():
+            if "masked_softmax" in other.requires:
+                source = (SOLUTIONS / f"{other.id}.py").read_text()
+                files[f"{other.id}.py"] = source.replace("from .masked_softmax import", "from ._softmax_ok import")
+    report = grade(make_impl(tmp_path / "impl", files))
+    statuses = {p.id: p.status for p in report.problems}
+    assert statuses.pop(problem.id) == "failed"
+    assert set(statuses.values()) == {"passed"}, statuses
+    failing = [c for c in report.problem(problem.id).checks if c.status == "failed"]
+    assert failing and all(c.message.startswith("called ") or c.id == "parameters" for c in failing)
+
+
+def test_a_failing_prerequisite_is_named(tmp_path):
+    problem = all_problems()[0]
+    wrong = wrong_source(problem, next(m for m in problem.mistakes if m.id == "lens_ignored"))
+    report = grade(make_impl(tmp_path, {"masked_softmax.py": wrong}))
+    check = next(c for c in report.problem("additive_attention").checks if c.status == "failed")
+    assert "imports your masked_softmax, which fails its own checks" in check.message
