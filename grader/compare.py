@@ -69,16 +69,23 @@ def mismatch(name: str, got: torch.Tensor | None, expected: torch.Tensor, tol: T
         return f"{name}: {got64[at].item()} at {list(at)}, expected {exp64[at].item():.6g}"
     if got64.numel() == 0:
         return None
-    scale = max(1.0, exp64.abs().max().item())
-    err = (got64 - exp64).abs()
-    excess = err - (tol.atol * scale + tol.rtol * exp64.abs())
-    if excess.max().item() <= 0:
+    if usage(got64, exp64, tol) <= 1.0:
         return None
+    err = (got64 - exp64).abs()
     at = argmax_index(err)
     return (
         f"{name}: max error {err.max().item():.3g} at {list(at)} (got {got64[at].item():.6g}, "
         f"expected {exp64[at].item():.6g}); allowed {tol}"
     )
+
+
+def usage(got: torch.Tensor, expected: torch.Tensor, tol: Tol) -> float:
+    """The largest |got - expected| as a fraction of what `tol` allows there (<= 1 passes)."""
+    got, expected = got.to(torch.float64), expected.to(torch.float64)
+    if expected.numel() == 0:
+        return 0.0
+    bound = tol.atol * max(1.0, expected.abs().max().item()) + tol.rtol * expected.abs()
+    return ((got - expected).abs() / bound).max().item()
 
 
 def argmax_index(t: torch.Tensor) -> tuple:

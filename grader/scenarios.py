@@ -180,11 +180,12 @@ def group_masking(problem, seed):
         B, Tk = cfg["B"], cfg["Tk"]
         beyond = (torch.arange(Tk)[None, :] >= lens[:, None])[..., None]  # (B, Tk, 1)
         loud = [a.clone() for a in orig["args"][:-1]]
-        if problem.is_module:  # keys and values beyond valid_len become large
-            for i in (1, 2):
-                loud[i] = torch.where(beyond, 1e4 * torch.randn(loud[i].shape, generator=g, dtype=torch.float64), loud[i])
-        else:  # scores at masked positions become large
-            loud[0] = torch.where(beyond.transpose(1, 2), 1e4 * torch.randn(loud[0].shape, generator=g, dtype=torch.float64), loud[0])
+        noise = lambda t, scale: scale * torch.randn(t.shape, generator=g, dtype=torch.float64)  # noqa: E731
+        if problem.is_module:  # keys beyond valid_len become large (x100), values huge (x1e4)
+            loud[1] = torch.where(beyond, noise(loud[1], 1e2), loud[1])
+            loud[2] = torch.where(beyond, noise(loud[2], 1e4), loud[2])
+        else:  # scores at masked positions become large, within the contract's bound
+            loud[0] = torch.where(beyond.transpose(1, 2), noise(loud[0], 1e4).clamp(-1e4, 1e4), loud[0])
         perm = torch.stack([
             torch.cat([torch.randperm(int(n), generator=g), torch.arange(int(n), Tk)]) for n in lens
         ])  # (B, Tk): a permutation of the valid prefix of each row

@@ -16,6 +16,9 @@ DIMS = {
 }
 """Named dimensions used in every docstring and message."""
 
+SCORE_BOUND = 1e4
+"""The contract promises finite, right results for |scores| up to this; `amplify` hooks reach it."""
+
 LENS_DOC = "None, (B,) or (B, Tq) integer tensor; key j is valid for a query when j < valid_len"
 
 

@@ -1,7 +1,7 @@
 """Pieces shared by the attention-module specs."""
 import torch
 
-from ..spec import LENS_DOC
+from ..spec import LENS_DOC, SCORE_BOUND
 
 MODULE_IMPORTS = "import torch\nfrom torch import nn\n\nfrom .masked_softmax import masked_softmax\n"
 
@@ -25,11 +25,12 @@ def qkv_inputs(cfg, gen):
     return [torch.randn(*s, generator=gen, dtype=torch.float64) for s in shapes]
 
 
-def scale_state(*names, factor=3e4):
-    """An `amplify` hook that multiplies the named parameters so that scores reach ~1e4."""
+def scale_scorer(name):
+    """An `amplify` hook for scores = sum over h of w[n, h] * tanh(...): with |tanh| < 1, scaling
+    the scorer `name` so that max_n sum_h |w[n, h]| = 1e4 bounds every |score| by 1e4."""
 
     def amplify(args, state, variant):
-        for name in names:
-            state[name].mul_(factor)
+        w = state[name]
+        w.mul_(SCORE_BOUND / w.abs().sum(-1).max())
 
     return amplify

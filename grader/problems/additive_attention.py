@@ -1,6 +1,6 @@
 """Spec: additive (Bahdanau) attention."""
 from ..spec import Method, Mistake, Problem
-from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, qkv_inputs, scale_state
+from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, qkv_inputs, scale_scorer
 
 FEATURES = "torch.tanh(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))"
 RETURN = "return torch.bmm(self.dropout(weights), values), weights"
@@ -65,7 +65,7 @@ PROBLEM = Problem(
     ctor_required=3,
     params=lambda c: {"W_q.weight": (c["h"], c["dq"]), "W_k.weight": (c["h"], c["dk"]), "w_v.weight": (1, c["h"])},
     inputs=qkv_inputs,
-    amplify=scale_state("w_v.weight"),
+    amplify=scale_scorer("w_v.weight"),
     mistakes=MISTAKES,
     outputs=("output", "weights"),
 )

@@ -1,6 +1,7 @@
 """Spec: Luong attention (dot, scaled_dot, general, concat)."""
 from ..spec import Method, Mistake, Problem
-from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, qkv_inputs
+from ..spec import SCORE_BOUND
+from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, qkv_inputs, scale_scorer
 
 MODES = ("dot", "scaled_dot", "general", "concat")
 
@@ -25,14 +26,17 @@ def _params(c):
 
 
 def _amplify(args, state, variant):
-    if variant["score"] == "concat":
-        state["v_a.weight"].mul_(3e4)
+    """Scale so that the largest |score| is exactly 1e4."""
+    mode = variant["score"]
+    if mode == "concat":
+        scale_scorer("v_a.weight")(args, state, variant)
         return
-    args[0].mul_(100.0)  # queries
-    if variant["score"] == "general":
-        state["W_a.weight"].mul_(100.0)
-    else:
-        args[1].mul_(100.0)  # keys
+    q, k = args[0], args[1]
+    keys = k @ state["W_a.weight"].T if mode == "general" else k
+    scores = q @ keys.transpose(1, 2) / (k.shape[-1] ** 0.5 if mode == "scaled_dot" else 1.0)
+    factor = (SCORE_BOUND / scores.abs().max()) ** 0.5
+    q.mul_(factor)
+    (state["W_a.weight"] if mode == "general" else k).mul_(factor)
 
 
 PAIRS = "[queries.unsqueeze(2).expand(-1, -1, Tk, -1), keys.unsqueeze(1).expand(-1, Tq, -1, -1)]"

@@ -1,7 +1,7 @@
 """Spec: masked softmax."""
 import torch
 
-from ..spec import LENS_DOC, Method, Mistake, Problem
+from ..spec import LENS_DOC, SCORE_BOUND, Method, Mistake, Problem
 
 
 def _inputs(cfg, gen):
@@ -9,7 +9,7 @@ def _inputs(cfg, gen):
 
 
 def _amplify(args, state, variant):
-    args[0].mul_(5e3)  # scores of magnitude up to ~2e4
+    args[0].mul_(SCORE_BOUND / args[0].abs().max())  # the largest |score| is exactly 1e4
 
 
 FILL = "torch.finfo(scores.dtype).min"

@@ -1,6 +1,6 @@
 """Spec: multi-head additive attention."""
 from ..spec import Method, Mistake, Problem
-from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, qkv_inputs, scale_state
+from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, qkv_inputs, scale_scorer
 
 RETURN = "return self.W_o(context.transpose(1, 2).reshape(B, Tq, -1)), weights"
 MISTAKES = (
@@ -83,7 +83,7 @@ PROBLEM = Problem(
         "W_o.weight": (c["dv"], c["H"] * c["dv"]),
     },
     inputs=qkv_inputs,
-    amplify=scale_state("w_v"),
+    amplify=scale_scorer("w_v"),
     mistakes=MISTAKES,
     outputs=("output", "weights"),
     weights_dims="B H Tq Tk",

@@ -1,0 +1,56 @@
+"""Full grading time as a ratio to the floor of `python -c "import torch"` plus pytest's start-up.
+
+The floor and the grading are measured in the same run, interleaved, and the medians are
+compared, so the ratio holds on any machine. Target (issue 2): at most 1.5x.
+
+    python benchmarks/grade_speed.py [--repeat 7] [--impl solutions]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def timed(cmd: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--impl", default="solutions")
+    args = ap.parse_args(argv)
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "test_empty.py").write_text("def test_nothing():\n    pass\n")
+        commands = {
+            "import torch": [py, "-c", "import torch"],
+            "pytest start-up": [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", tmp],
+            "attnkit grade": [py, "-m", "grader.cli", "grade", "--impl", args.impl],
+            "pytest --impl": [py, "-m", "pytest", "-q", "--impl", args.impl],
+        }
+        times = {name: [] for name in commands}
+        for _ in range(args.repeat):
+            for name, cmd in commands.items():
+                times[name].append(timed(cmd, ROOT))
+    med = {name: statistics.median(t) for name, t in times.items()}
+    floor = med["import torch"] + med["pytest start-up"]
+    for name, t in med.items():
+        print(f"{name:<18} median {t:6.2f} s")
+    print(f"{'floor':<18} median {floor:6.2f} s  (import torch + pytest start-up)")
+    for name in ("attnkit grade", "pytest --impl"):
+        print(f"ratio {name:<12} {med[name] / floor:5.2f}x the floor (target <= 1.5x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

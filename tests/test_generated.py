@@ -1,0 +1,43 @@
+"""Generated files are fresh, and regenerating never touches a learner's work."""
+from __future__ import annotations
+
+import shutil
+
+from grader import ROOT
+from grader.dev import readme_table, self_check, stale, sync
+from grader.problems import all_problems
+
+
+def test_generated_files_are_fresh():
+    assert stale() == []
+
+
+def test_readme_table_lists_every_problem_with_its_points():
+    table = readme_table()
+    for p in all_problems():
+        assert f"`{p.id}`" in table and f"`{p.symbol}`" in table
+
+
+def test_sync_rewrites_outdated_stubs_and_keeps_learner_work(tmp_path):
+    (tmp_path / "exercises").mkdir()
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    work = "def masked_softmax(scores, valid_lens=None):\n    return scores.softmax(-1)\n"
+    (tmp_path / "exercises" / "masked_softmax.py").write_text(work)
+    (tmp_path / "exercises" / "luong_attention.py").write_text('def f():\n    """old"""\n    raise NotImplementedError\n')
+    assert any("is missing" in line for line in stale(tmp_path))
+    done = sync(tmp_path)
+    assert (tmp_path / "exercises" / "masked_softmax.py").read_text() == work
+    assert any("kept exercises/masked_softmax.py" in line for line in done)
+    assert stale(tmp_path) == []
+
+
+def test_stale_names_the_command_that_fixes_it(tmp_path):
+    shutil.copytree(ROOT / "exercises", tmp_path / "exercises")
+    (tmp_path / "README.md").write_text((ROOT / "README.md").read_text().replace("| 1 |", "| one |"))
+    (tmp_path / "exercises" / "luong_attention.py").write_text('def f():\n    """old"""\n    raise NotImplementedError\n')
+    lines = stale(tmp_path)
+    assert len(lines) == 2 and all("run `attnkit dev sync`" in line for line in lines)
+
+
+def test_dev_check_passes():
+    assert self_check() == []

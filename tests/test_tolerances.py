@@ -1,0 +1,65 @@
+"""The tolerances are justified: the reference itself, computed in a lower precision, sits
+well inside them, and the stability inputs really reach the contract's score bound."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader.compare import STABILITY, tolerance, usage
+from grader.grading import reference
+from grader.harness import execute
+from grader.problems import all_problems
+from grader.scenarios import as_reference, build, cast
+from grader.spec import SCORE_BOUND
+
+PROBLEMS = all_problems()
+SEEDS = range(5)
+
+
+def worst_usage(problem, group, dtype, tol, seeds=SEEDS):
+    """The reference run in `dtype` on the CPU, against itself in float64: the worst fraction of `tol` used."""
+    target, worst = reference(problem), 0.0
+    for seed in seeds:
+        for case in build(problem, [group], seed).values():
+            low = execute(dict(cast(case.call, dtype), device="cpu"), target)["outputs"][0]
+            high = execute(as_reference(case.call), target)["outputs"][0]
+            worst = max(worst, *(usage(g, e, tol) for g, e in zip(low, high)))
+    return worst
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_float32_reference_uses_under_a_tenth_of_the_tolerance(problem):
+    assert worst_usage(problem, "f32", "float32", tolerance("float32")) < 0.1
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_half_precision_reference_fits_the_half_tolerance(problem, dtype):
+    """Measured on the CPU (the CUDA checks use the same bounds): at most half of the allowance."""
+    assert worst_usage(problem, "half", dtype, tolerance(dtype)) < 0.5
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_stability_reference_in_float32_fits(problem):
+    assert worst_usage(problem, "stable", "float32", STABILITY) < 0.1
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_stability_inputs_reach_the_contract_bound(problem, monkeypatch):
+    """The largest |score| the stability calls produce is within [1e3, 1e4] (up to the float32 rounding of
+    the inputs): loud, and inside the contract."""
+    seen = []
+    softmax_module = __import__("attnkit_reference.masked_softmax", fromlist=["masked_softmax"])
+    real = softmax_module.masked_softmax
+
+    def spy(scores, valid_lens=None):
+        seen.append(scores.detach().abs().max().item())
+        return real(scores, valid_lens)
+
+    target = reference(problem)
+    if problem.is_module:
+        monkeypatch.setattr(__import__(target.__module__, fromlist=["x"]), "masked_softmax", spy)
+    for case in build(problem, ["stable"], 0).values():
+        out = execute(as_reference(case.call), target if problem.is_module else spy)
+        assert all(torch.isfinite(o).all() for o in out["outputs"][0])
+    assert seen and 1e3 <= max(seen) <= SCORE_BOUND * (1 + 1e-6), seen
