@@ -65,23 +65,20 @@ def valid_mask(problem, case) -> torch.Tensor:
     return mask[:, None] if problem.weights_dims.startswith("B H") else mask
 
 
-def _compare_all(ctx, case, got, expected, tol, run=0):
-    for name, g, e in zip(ctx.problem.outputs, got, expected):
-        bad = mismatch(name, g, e, tol)
+STAGE_HINTS = {
+    "weights": "The weights already differ: look at the scores, the mask and the softmax first.",
+    "output": "The weights match but the output does not: look at what the weights multiply and what follows.",
+}
+
+
+def _compare_all(ctx, case, got, expected, tol):
+    """Fail on the first stage that diverges: the weights (scores, mask, softmax) before the output."""
+    names = ctx.problem.outputs
+    order = sorted(range(len(names)), key=lambda i: names[i] != "weights")
+    for i in order:
+        bad = mismatch(names[i], got[i], expected[i], tol)
         if bad:
-            ctx.fail(case, bad + _stage_hint(ctx, got, expected, tol))
-
-
-def _stage_hint(ctx, got, expected, tol) -> str:
-    """Name the first stage that diverges, where the outputs let us see it."""
-    if len(got) < 2:
-        return ""
-    out_bad, w_bad = (mismatch("", g, e, tol) for g, e in zip(got, expected))
-    if w_bad and out_bad:
-        return "\nThe weights already differ: look at the scores, the mask and the softmax first."
-    if out_bad:
-        return "\nThe weights match but the output does not: look at what the weights multiply and what follows."
-    return ""
+            ctx.fail(case, bad + (f"\n{STAGE_HINTS[names[i]]}" if len(names) > 1 else ""))
 
 
 # ---- the checks -------------------------------------------------------------------------

@@ -9,8 +9,7 @@ from .spec import Problem
 def call_text(problem: Problem, case) -> str:
     call = case.call
     forward = problem.methods[-1]
-    names = [n for n, _ in forward.args]
-    parts = [f"{n}={_value(a)}" for n, a in zip(names, call.get("args", []))]
+    parts = [f"{n}={_value(a, dims)}" for (n, dims), a in zip(forward.args, call.get("args", []))]
     where = "" if call.get("device", "cpu") == "cpu" else f" on {call['device']}"
     if not problem.is_module:
         return f"{problem.symbol}({', '.join(parts)}){where}"
@@ -23,14 +22,22 @@ def ctor_text(problem: Problem, ctor: dict) -> str:
     return f"{problem.symbol}({', '.join(args)})"
 
 
-def _value(a) -> str:
+def _value(a, dims: str = "") -> str:
     if a is None:
         return "None"
     if not isinstance(a, torch.Tensor):
         return repr(a)
     if a.is_floating_point():
-        return f"<{str(a.dtype).replace('torch.', '')} {tuple(a.shape)}>"
+        return f"<{str(a.dtype).replace('torch.', '')} {_shape(a.shape, dims)}>"
     return f"{a.tolist()}" if a.numel() <= 12 else f"<{a.dtype} {tuple(a.shape)}>"
+
+
+def _shape(shape, dims: str) -> str:
+    """(2, 3, 5) as (B=2, Tq=3, dq=5) when the documented dims, e.g. "(B, Tq, dq)", name every axis."""
+    names = dims.split(")")[0].lstrip("(").replace(" ", "").split(",") if dims.startswith("(") else []
+    if len(names) != len(shape):
+        return str(tuple(shape))
+    return "(" + ", ".join(f"{n}={s}" for n, s in zip(names, shape)) + ")"
 
 
 def error_text(result: dict) -> str:

@@ -95,18 +95,18 @@ def _reference_results(problem, cases) -> dict:
     return {key: execute(as_reference(c.call), target) for key, c in cases.items() if c.reference}
 
 
-def _not_started(worker) -> str | None:
+def _not_started(problem, worker) -> str | None:
     if worker.loaded:
         return worker.loaded
     results = list(worker.results.values())
     if results and all(not r["ok"] and r["error"]["type"] == "NotImplementedError" for r in results):
-        return f"it raises NotImplementedError ({results[0]['error']['text']})"
+        return f"{problem.id}.py raises NotImplementedError: still a stub, fill it in"
     return None
 
 
 def _judge(problem, cases, worker, refs, cuda: bool) -> ProblemResult:
     ctx = Context(problem, cases, worker.results, refs, worker.failure)
-    not_started = _not_started(worker)
+    not_started = _not_started(problem, worker)
     checks = []
     for cid, points in problem.points.items():
         check = CHECKS[cid]
