@@ -116,10 +116,22 @@ def _judge(problem, cases, worker, refs, cuda: bool) -> ProblemResult:
             checks.append(CheckResult(cid, check.title, "failed", 0, points, f"not started: {not_started}"))
         else:
             checks.append(_run_check(check, ctx, points))
+    failing = [c for c in checks if c.status == "failed"] if not not_started else []
+    if failing:
+        _name_mistakes(problem, ctx, failing)
     ran = [c for c in checks if c.status != "skipped"]
     score, max_score = sum(c.score for c in ran), sum(c.max_score for c in ran)
     status = "not_started" if not_started else "passed" if all(c.status == "passed" for c in ran) else "failed"
     return ProblemResult(problem.id, problem.title, status, score, max_score, checks)
+
+
+def _name_mistakes(problem, ctx, failing) -> None:
+    from .diagnose import diagnose, describe
+
+    named = diagnose(problem, ctx, [c.id for c in failing])
+    for c in failing:
+        c.mistake = named.get(c.id)
+        c.message += "\n" + describe(problem, c.mistake)
 
 
 def _note_prerequisites(problems, results) -> None:

@@ -51,7 +51,7 @@ def _run(execute, call, target, impl_dir) -> dict:
     try:
         return {"ok": True, **execute(call, target)}
     except BaseException as exc:  # noqa: BLE001 - report everything, SystemExit included
-        error = {"type": type(exc).__name__, "text": describe_exception(exc, Path(impl_dir))}
+        error = {"type": type(exc).__name__, "text": describe_exception(exc, Path(impl_dir)), "message": str(exc)[:500]}
         return {"ok": False, "error": {**error, "value_error": isinstance(exc, ValueError)}}
 
 

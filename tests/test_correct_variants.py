@@ -17,4 +17,5 @@ def test_correct_style_gets_full_marks(tmp_path, style):
     report = grade(make_impl(tmp_path, files))
     for p in report.problems:
         assert p.status == "passed", [(c.id, c.message) for c in p.checks if c.status not in ("passed", "skipped")]
+        assert all(c.mistake is None for c in p.checks)  # never given a mistake
     assert report.score == report.max_score

@@ -34,6 +34,42 @@ def test_mistake_fails_its_problem_and_only_that_problem(tmp_path, problem, mist
     assert set(statuses.values()) == {"passed"}, statuses
     failing = [c for c in report.problem(problem.id).checks if c.status == "failed"]
     assert failing and all(c.message.startswith("called ") or c.id == "parameters" for c in failing)
+    # named correctly: by at least one failing check, and never misnamed by another
+    named = {c.id: c.mistake for c in failing}
+    assert mistake.id in named.values(), named
+    assert set(named.values()) <= {mistake.id, None}, named
+    check = next(c for c in failing if c.mistake == mistake.id)
+    assert f"Recognised mistake [{mistake.id}]: {mistake.name}" in check.message
+    assert mistake.explain in check.message and mistake.hint in check.message
+
+
+def test_every_mistake_is_explained():
+    for p, m in CASES:
+        assert m.name and m.explain and m.hint, (p.id, m.id)
+
+
+def test_the_mistake_of_an_imported_masked_softmax_is_named_in_the_module(tmp_path):
+    problem = all_problems()[0]
+    wrong = wrong_source(problem, next(m for m in problem.mistakes if m.id == "fill_zero"))
+    report = grade(make_impl(tmp_path, {"masked_softmax.py": wrong}))
+    for pid in ("additive_attention", "luong_attention", "multihead_additive_attention"):
+        named = {c.mistake for c in report.problem(pid).checks if c.status == "failed"}
+        assert named == {"masked_softmax:fill_zero"}, (pid, named)
+
+
+def test_two_mistakes_at_once_are_not_guessed(tmp_path):
+    problem = next(p for p in all_problems() if p.id == "additive_attention")
+    first, second = (next(m for m in problem.mistakes if m.id == i) for i in ("no_tanh", "extra_bias"))
+    from grader.mistakes import apply
+
+    source = apply(wrong_source(problem, first), second)
+    report = grade(make_impl(tmp_path, {"additive_attention.py": source}), ["additive_attention"])
+    failing = [c for c in report.problems[0].checks if c.status == "failed"]
+    assert failing
+    for c in failing:
+        assert c.mistake in (None, "no_tanh", "extra_bias")
+        if c.mistake is None:
+            assert "No catalogued mistake reproduces these results" in c.message
 
 
 def test_a_failing_prerequisite_is_named(tmp_path):

@@ -1,0 +1,232 @@
+"""Recognise which catalogued mistake a failing check shows.
+
+1. By reproduction: each catalogued mistake is a small patch of the reference. The patched
+   reference runs (in the grader's process) on the very calls the learner's code got; a
+   mistake is named when it reproduces the learner's results on every call of the check,
+   on at least one call where the learner and the reference differ. For a module, the
+   mistakes of a problem it imports (masked_softmax) are tried too, as `masked_softmax:<id>`.
+2. By the shape of the error, for a few patterns whose cause is certain (NaN exactly on the
+   fully masked rows, uniform fully masked rows, inputs changed in place, non-finite values
+   only for large scores): these name the catalogued mistake even when other parts differ.
+Where neither names one, the check says so rather than guessing.
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+
+from .checks import CHECKS, valid_mask
+from .compare import STABILITY, tolerance, usage
+from .grading import REFERENCE_DIR, reference
+from .harness import execute
+from .mistakes import apply
+from .problems import get
+from .scenarios import as_reference
+from .spec import Mistake
+
+_CACHE: dict = {}
+
+
+def _variant(problem, mistake: Mistake, dependency=None):
+    """The reference with `mistake` applied (to the problem itself, or to the dependency it imports)."""
+    key = (problem.id, mistake.id, dependency)
+    if key not in _CACHE:
+        reference(problem)  # registers the reference package, whose siblings the variant imports
+        source = (REFERENCE_DIR / f"{problem.id}.py").read_text()
+        module = types.ModuleType(f"attnkit_reference._mistake_{problem.id}_{dependency}_{mistake.id}")
+        module.__package__ = "attnkit_reference"
+        exec(compile(source if dependency else apply(source, mistake), f"<{mistake.id}>", "exec"), module.__dict__)
+        if dependency:  # the module's own code, calling the dependency's mistaken version
+            dep = get(dependency)
+            setattr(module, dep.symbol, getattr(_variant(dep, mistake), dep.symbol))
+        _CACHE[key] = module
+    return _CACHE[key]
+
+
+def candidates(problem):
+    """(reported id, Mistake, target) for the problem's own mistakes, then those of what it imports."""
+    out = [(m.id, m, lambda m=m: getattr(_variant(problem, m), problem.symbol)) for m in problem.mistakes]
+    for dep in problem.requires:
+        out += [(f"{dep}:{m.id}", m, lambda m=m, dep=dep: getattr(_variant(problem, m, dep), problem.symbol))
+                for m in get(dep).mistakes]
+    return out
+
+
+def _tol(case, key=None):
+    if case.group == "stable":
+        return STABILITY
+    return tolerance(case.call.get("dtype", "float64"), grad=bool(key))
+
+
+def same(case, a: dict | None, b: dict | None) -> bool | None:
+    """Do two results of one call agree? None when both raised (agreement too weak to count)."""
+    if a is None or b is None:
+        return False
+    if not a["ok"] or not b["ok"]:
+        if not a["ok"] and not b["ok"]:  # the same exception, same message: reproduced; else too weak to count
+            ea, eb = a["error"], b["error"]
+            return True if (ea["type"], ea.get("message")) == (eb["type"], eb.get("message")) else None
+        return False
+    if "outputs" not in a:  # construct-only calls
+        return a.get("params") == b.get("params")
+    if a.get("changed") != b.get("changed"):
+        return False
+    runs = zip(a["outputs"], b["outputs"])
+    for run_a, run_b in runs:
+        pairs = list(zip(run_a, run_b))
+        if case.call.get("train"):
+            pairs = pairs[-1:]  # dropout draws differ: compare the (pre-dropout) weights only
+        for x, y in pairs:
+            if x.shape != y.shape or not _close(x, y, _tol(case)):
+                return False
+    for key, g in (a.get("grads") or {}).items():
+        h = (b.get("grads") or {}).get(key)
+        if (g is None) != (h is None) or (g is not None and (g.shape != h.shape or not _close(g, h, _tol(case, key)))):
+            return False
+    return True
+
+
+def _close(x, y, tol) -> bool:
+    x, y = x.to(torch.float64), y.to(torch.float64)
+    finite = torch.isfinite(x) & torch.isfinite(y)
+    if not torch.equal(torch.isfinite(x), torch.isfinite(y)) or not torch.equal(torch.isnan(x), torch.isnan(y)):
+        return False
+    return usage(x[finite], y[finite], tol) <= 1.0
+
+
+def _ctor_error_result(res):
+    """A ctor_error call compares by outcome: accepted, ValueError, or another error."""
+    if res is None:
+        return None
+    return "accepted" if res["ok"] else ("ValueError" if res["error"]["value_error"] else "other")
+
+
+def diagnose(problem, ctx, failing: list[str]) -> dict[str, str | None]:
+    """For each failing check id: the id of the mistake that explains it, or None.
+
+    A mistake that reproduces every failing check is named for all of them (the one with the
+    most evidence); otherwise each check gets the mistake that reproduces it alone, if any,
+    and failing that, an error-shape pattern."""
+    cache: dict = {}
+    cases = {cid: _check_cases(ctx, cid) for cid in failing}
+    scores = {
+        rid: {cid: _explains(ctx, cases[cid], rid, target, cache) for cid in failing}
+        for rid, _, target in candidates(problem)
+    }
+    whole = [(sum(s.values()), rid) for rid, s in scores.items() if all(v is not None for v in s.values())]
+    whole = [(total, rid) for total, rid in whole if total > 0]
+    if whole:
+        best = max(whole, key=lambda t: t[0])[1]  # max keeps catalogue order on ties
+        return {cid: best for cid in failing}
+    found = {}
+    for cid in failing:
+        options = [(s[cid], rid) for rid, s in scores.items() if s[cid]]
+        found[cid] = max(options, key=lambda t: t[0])[1] if options else _pattern(problem, ctx, cid)
+    return found
+
+
+def _check_cases(ctx, cid):
+    cases = [c for g in CHECKS[cid].groups for c in ctx.of(g)]
+    return cases + (ctx.of("ctor_error") if cid == "parameters" else [])
+
+
+def _explains(ctx, cases, rid, target, cache) -> int | None:
+    """How many calls the variant reproduces where the reference does not; None if it misses any."""
+    evidence = 0
+    for case in cases:
+        got = ctx.got.get(case.key)
+        if got is None:
+            return None
+        key = (rid, case.key)
+        if key not in cache:
+            try:
+                cache[key] = {"ok": True, **execute(as_reference(case.call), target())}
+            except Exception as exc:  # noqa: BLE001 - a mistaken variant may raise, like the learner's code
+                cache[key] = {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)[:500],
+                                                     "value_error": isinstance(exc, ValueError)}}
+        variant = cache[key]
+        if case.group == "ctor_error":
+            if _ctor_error_result(got) != _ctor_error_result(variant):
+                return None
+            evidence += _ctor_error_result(got) != "ValueError"
+            continue
+        agree = same(case, got, _as_result(variant))
+        if agree is False:
+            return None
+        expected = ctx.ref.get(case.key)
+        if agree and expected is not None and not same(case, got, {"ok": True, **expected}):
+            evidence += 1
+    return evidence
+
+
+def _as_result(res):
+    return res if "ok" in res else {"ok": True, **res}
+
+
+def _pattern(problem, ctx, cid) -> str | None:
+    """Error shapes whose cause is certain, named only where the catalogue has that mistake."""
+    ids = {m.id for m in problem.mistakes} | {f"{d}:{m.id}" for d in problem.requires for m in get(d).mistakes}
+
+    def known(mid):
+        for rid in (mid, f"masked_softmax:{mid}"):
+            if rid in ids:
+                return rid
+        return None
+
+    if cid == "side_effects":
+        if any(r.get("ok") and r.get("changed") for r in ctx.got.values()):
+            return known("in_place")
+    if cid in ("weight_sums", "parity_float64", "parity_float32"):
+        rows = _fully_masked_rows(problem, ctx)
+        if rows is not None:
+            nan, uniform = rows
+            if nan:
+                return known("nan_rows")
+            if uniform:
+                return known("uniform_rows")
+    if cid == "stability":
+        base_ok = all(torch.isfinite(o).all() for c in ctx.of("base") if (r := ctx.got.get(c.key)) and r["ok"]
+                      for o in r["outputs"][0])
+        stable_bad = any(not torch.isfinite(o).all() for c in ctx.of("stable") if (r := ctx.got.get(c.key)) and r["ok"]
+                         for o in r["outputs"][0])
+        if base_ok and stable_bad:
+            return known("no_max_subtraction")
+    return None
+
+
+def _fully_masked_rows(problem, ctx):
+    """(NaN exactly on rows with no valid key, such rows uniform): checked over the base calls."""
+    nan_rows = uniform_rows = seen = 0
+    for case in ctx.of("base"):
+        res = ctx.got.get(case.key)
+        if not res or not res["ok"]:
+            continue
+        w = res["outputs"][0][-1].to(torch.float64)
+        mask = valid_mask(problem, case)
+        if w.shape != mask.expand(w.shape).shape if w.dim() == mask.dim() else True:
+            return None
+        mask = mask.expand(w.shape)
+        empty = ~mask.any(-1)
+        if not empty.any():
+            continue
+        seen += 1
+        if torch.isnan(w[~empty]).any():
+            return None
+        rows = w[empty]
+        nan_rows += bool(torch.isnan(rows).all())
+        uniform_rows += bool(torch.allclose(rows, torch.full_like(rows, 1.0 / w.shape[-1])))
+    if not seen:
+        return None
+    return nan_rows == seen, uniform_rows == seen
+
+
+def describe(problem, rid: str | None) -> str:
+    """The teaching text for a recognised mistake id (or the honest 'nothing matches')."""
+    if rid is None:
+        return "No catalogued mistake reproduces these results: compare what came back with what was expected above."
+    owner, _, mid = rid.rpartition(":")
+    source = get(owner) if owner else problem
+    m = next(x for x in source.mistakes if x.id == mid)
+    where = f" (in your {owner}, which {problem.id} imports)" if owner else ""
+    return f"Recognised mistake [{rid}]: {m.name}{where}.\n  Why: {m.explain}\n  Fix: {m.hint}"
