@@ -14,7 +14,11 @@ from .scenarios import output_shapes
 
 
 class Failed(Exception):
-    """A check's verdict: the message is shown to the learner as is."""
+    """A check's verdict: the message is shown to the learner as is; `case` is the failing call."""
+
+    def __init__(self, message: str, case=None):
+        super().__init__(message)
+        self.case = case
 
 
 @dataclass(frozen=True)
@@ -29,8 +33,9 @@ class Check:
 class Context:
     """What a judge sees: the spec, its cases, the learner's results and the reference's."""
 
-    def __init__(self, problem, cases, got, ref, failure=None):
+    def __init__(self, problem, cases, got, ref, failure=None, seed=None):
         self.problem, self.cases, self.got, self.ref, self.failure = problem, cases, got, ref, failure
+        self.seed = seed
 
     def of(self, group: str):
         return [c for c in self.cases.values() if c.group == group]
@@ -50,7 +55,7 @@ class Context:
         return self.ref[case.key]["outputs"][run]
 
     def fail(self, case, text: str):
-        raise Failed(f"called {call_text(self.problem, case)}\n{text}")
+        raise Failed(f"called {call_text(self.problem, case)}\n{text}", case)
 
 
 def valid_mask(problem, case) -> torch.Tensor:

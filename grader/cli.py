@@ -25,9 +25,11 @@ def cmd_grade(args) -> int:
 
     from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
     from .report import failures, table
+    from .term import fancy
 
-    impl = impl_dir(args.impl if args.impl is not None else _default_impl())
+    impl = args.impl
     out = json_path(args.json) if args.json else None
+    plots = _plots_dir(args.plots) if args.plots else None
     seen = {}
 
     class Capture:
@@ -45,13 +47,33 @@ def cmd_grade(args) -> int:
     report = getattr(seen.get("grader"), "report", None)
     if report is None:
         raise BadInput("grading did not run: is attnkit installed (pip install -e .)? Its pytest plugin is missing")
-    print(table(report))
+    print(table(report, colour=fancy()))
     details = failures(report)
     if details:
         print("\nWhat to fix:\n" + details)
     if out:
         print(f"\nJSON report: {out}")
+    if plots:
+        from .plots import write_plots
+
+        for path in write_plots(report, plots):
+            print(f"plot: {path}")
     return 0 if report.max_score > 0 and report.score == report.max_score else 1
+
+
+def _plots_dir(path) -> Path:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BadInput("--plots needs matplotlib: pip install -e \".[plots]\"") from None
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise BadInput(f"--plots {path}: not a directory")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"--plots {path}: cannot create it ({exc.strerror})") from None
+    return p
 
 
 def cmd_dev(args) -> int:
@@ -74,20 +96,49 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="attnkit", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     g = sub.add_parser("grade", help="grade an implementation directory (default: exercises/)")
-    g.add_argument("--impl", metavar="PATH", help="directory holding the problem modules")
+    _impl_arg(g)
     g.add_argument("--json", metavar="REPORT.json", help="also write the JSON report here")
+    g.add_argument("--plots", metavar="DIR", help="write a PNG of the attention weights per failing check here")
     g.add_argument("--seed", type=int, help="seed of the hidden inputs (default: the kit's)")
     g.add_argument("--timeout", type=float, metavar="SECONDS", help="wall-clock limit per problem (default 30)")
     g.set_defaults(run=cmd_grade)
+    from .learner import cmd_hint, cmd_list, cmd_reset, cmd_solution
+
+    ls = sub.add_parser("list", help="every problem with its status and score, and your progress")
+    _impl_arg(ls)
+    ls.set_defaults(run=cmd_list)
+    h = sub.add_parser("hint", help="the next hint for a problem (one level at a time)")
+    h.add_argument("problem")
+    h.set_defaults(run=cmd_hint)
+    w = sub.add_parser("watch", help="re-grade the problem you edit on every save")
+    _impl_arg(w)
+    w.add_argument("--poll", type=float, default=0.05, metavar="SECONDS", help=argparse.SUPPRESS)
+    w.add_argument("--max-regrades", type=int, default=None, help=argparse.SUPPRESS)
+    w.set_defaults(run=lambda a: __import__("grader.watch", fromlist=["cmd_watch"]).cmd_watch(a))
+    s = sub.add_parser("solution", help="the reference solution, once your implementation passes")
+    s.add_argument("problem")
+    s.add_argument("--force", action="store_true", help="show it before passing (recorded in the state file)")
+    _impl_arg(s)
+    s.set_defaults(run=cmd_solution)
+    r = sub.add_parser("reset", help="back up your file and restore the stub")
+    r.add_argument("problem")
+    _impl_arg(r)
+    r.set_defaults(run=cmd_reset)
     d = sub.add_parser("dev", help="for the kit's maintainers: regenerate files, self-check")
     d.add_argument("action", choices=["sync", "check"])
     d.set_defaults(run=cmd_dev)
     return p
 
 
+def _impl_arg(p) -> None:
+    p.add_argument("--impl", metavar="PATH", help="directory holding the problem modules (default: exercises/)")
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
+        if hasattr(args, "impl"):
+            args.impl = impl_dir(args.impl if args.impl is not None else _default_impl())
         return args.run(args)
     except BadInput as exc:
         sys.stderr.write(f"attnkit: error: {exc}\n")

@@ -26,6 +26,7 @@ from .scenarios import as_reference
 from .spec import Mistake
 
 _CACHE: dict = {}
+_RESULTS: dict = {}
 
 
 def _variant(problem, mistake: Mistake, dependency=None):
@@ -105,23 +106,28 @@ def _ctor_error_result(res):
 def diagnose(problem, ctx, failing: list[str]) -> dict[str, str | None]:
     """For each failing check id: the id of the mistake that explains it, or None.
 
-    A mistake that reproduces every failing check is named for all of them (the one with the
-    most evidence); otherwise each check gets the mistake that reproduces it alone, if any,
-    and failing that, an error-shape pattern."""
-    cache: dict = {}
+    A mistake explains a check when, on every call where the learner's result differs from
+    the reference's, the mistaken variant gives the learner's result (calls the learner got
+    right may differ: the mistake may sit on one code path only). Variants that also agree
+    everywhere else rank first, then those with more evidence. A mistake that explains every
+    failing check is named for all of them; otherwise each check gets its own, and failing
+    that an error-shape pattern."""
+    cache = _RESULTS.setdefault((problem.id, ctx.seed), {})  # variants are deterministic: reuse across runs
     cases = {cid: _check_cases(ctx, cid) for cid in failing}
     scores = {
         rid: {cid: _explains(ctx, cases[cid], rid, target, cache) for cid in failing}
         for rid, _, target in candidates(problem)
     }
-    whole = [(sum(s.values()), rid) for rid, s in scores.items() if all(v is not None for v in s.values())]
-    whole = [(total, rid) for total, rid in whole if total > 0]
+    whole = [
+        ((all(s[c][0] for c in failing), sum(s[c][1] for c in failing)), rid)
+        for rid, s in scores.items() if all(s[c] is not None for c in failing)
+    ]
     if whole:
         best = max(whole, key=lambda t: t[0])[1]  # max keeps catalogue order on ties
         return {cid: best for cid in failing}
     found = {}
     for cid in failing:
-        options = [(s[cid], rid) for rid, s in scores.items() if s[cid]]
+        options = [(s[cid], rid) for rid, s in scores.items() if s[cid] is not None]
         found[cid] = max(options, key=lambda t: t[0])[1] if options else _pattern(problem, ctx, cid)
     return found
 
@@ -131,33 +137,39 @@ def _check_cases(ctx, cid):
     return cases + (ctx.of("ctor_error") if cid == "parameters" else [])
 
 
-def _explains(ctx, cases, rid, target, cache) -> int | None:
-    """How many calls the variant reproduces where the reference does not; None if it misses any."""
-    evidence = 0
+def _run_variant(case, rid, target, cache):
+    key = (rid, case.key)
+    if key not in cache:
+        try:
+            cache[key] = {"ok": True, **execute(as_reference(case.call), target())}
+        except Exception as exc:  # noqa: BLE001 - a mistaken variant may raise, like the learner's code
+            cache[key] = {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)[:500],
+                                                 "value_error": isinstance(exc, ValueError)}}
+    return cache[key]
+
+
+def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
+    """(exact, evidence): the variant reproduces each call the learner got wrong (evidence counts
+    them; 0 means nothing to explain); exact when it also agrees on the calls the learner got right.
+    None when it misses one of the learner's wrong results."""
+    evidence, exact = 0, True
     for case in cases:
         got = ctx.got.get(case.key)
         if got is None:
             return None
-        key = (rid, case.key)
-        if key not in cache:
-            try:
-                cache[key] = {"ok": True, **execute(as_reference(case.call), target())}
-            except Exception as exc:  # noqa: BLE001 - a mistaken variant may raise, like the learner's code
-                cache[key] = {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)[:500],
-                                                     "value_error": isinstance(exc, ValueError)}}
-        variant = cache[key]
+        variant = _run_variant(case, rid, target, cache)
         if case.group == "ctor_error":
-            if _ctor_error_result(got) != _ctor_error_result(variant):
-                return None
-            evidence += _ctor_error_result(got) != "ValueError"
-            continue
-        agree = same(case, got, _as_result(variant))
-        if agree is False:
+            wrong = _ctor_error_result(got) != "ValueError"
+            agree = _ctor_error_result(got) == _ctor_error_result(variant)
+        else:
+            expected = ctx.ref.get(case.key)
+            wrong = expected is None or not same(case, got, {"ok": True, **expected})
+            agree = same(case, got, variant)
+        if wrong and not agree:
             return None
-        expected = ctx.ref.get(case.key)
-        if agree and expected is not None and not same(case, got, {"ok": True, **expected}):
-            evidence += 1
-    return evidence
+        evidence += bool(wrong and agree)
+        exact &= bool(agree) or agree is None
+    return (exact, evidence) if evidence else None
 
 
 def _as_result(res):
@@ -185,6 +197,8 @@ def _pattern(problem, ctx, cid) -> str | None:
                 return known("nan_rows")
             if uniform:
                 return known("uniform_rows")
+    if cid in ("weight_sums", "parity_float64", "parity_float32") and _sums_along_wrong_axis(problem, ctx):
+        return known("wrong_axis")
     if cid == "stability":
         base_ok = all(torch.isfinite(o).all() for c in ctx.of("base") if (r := ctx.got.get(c.key)) and r["ok"]
                       for o in r["outputs"][0])
@@ -230,3 +244,22 @@ def describe(problem, rid: str | None) -> str:
     m = next(x for x in source.mistakes if x.id == mid)
     where = f" (in your {owner}, which {problem.id} imports)" if owner else ""
     return f"Recognised mistake [{rid}]: {m.name}{where}.\n  Why: {m.explain}\n  Fix: {m.hint}"
+
+
+def _sums_along_wrong_axis(problem, ctx) -> bool:
+    """Some unmasked base call's weights fail to sum to 1 over keys but do sum to 1 over queries."""
+    found = False
+    for case in ctx.of("base"):
+        res = ctx.got.get(case.key)
+        if case.lens != "none" or not res or not res["ok"] or case.cfg["Tq"] == case.cfg["Tk"]:
+            continue
+        w = res["outputs"][0][-1].to(torch.float64)
+        if w.dim() < 3:
+            continue
+        one = torch.ones((), dtype=torch.float64)
+        over_keys = torch.allclose(w.sum(-1), one, atol=1e-6)
+        over_queries = torch.allclose(w.sum(-2), one, atol=1e-6)
+        if over_keys:
+            return False
+        found |= over_queries
+    return found

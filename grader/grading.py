@@ -33,6 +33,7 @@ class CheckResult:
     max_score: float
     message: str = ""
     mistake: str | None = None
+    evidence: dict | None = field(default=None, repr=False)  # the failing call's weights (for plots), not in JSON
 
 
 @dataclass
@@ -74,14 +75,13 @@ def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEF
         cuda = any(w.hello and w.hello["cuda"] for w in pool.workers.values())
         plans = {}
         for p in problems:
-            checks = [CHECKS[c] for c in p.points if cuda or not CHECKS[c].needs_cuda]
-            plans[p.id] = build(p, dict.fromkeys(g for c in checks for g in c.groups), seed)
+            plans[p.id] = _plan(p, seed, cuda)
             pool.workers[p.id].submit([c.call for c in plans[p.id].values()])
-        refs = {p.id: _reference_results(p, plans[p.id]) for p in problems}
+        refs = {p.id: _reference_results(p, seed, cuda) for p in problems}
         pool.run_until_idle()
     finally:
         pool.close()
-    results = [_judge(p, plans[p.id], pool.workers[p.id], refs[p.id], cuda) for p in problems]
+    results = [_judge(p, plans[p.id], pool.workers[p.id], refs[p.id], cuda, seed) for p in problems]
     _note_prerequisites(problems, results)
     return Report(
         impl=str(impl), seed=seed,
@@ -90,9 +90,25 @@ def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEF
     )
 
 
-def _reference_results(problem, cases) -> dict:
-    target = reference(problem)
-    return {key: execute(as_reference(c.call), target) for key, c in cases.items() if c.reference}
+_PLANS: dict = {}
+_REFS: dict = {}
+
+
+def _plan(problem, seed: int, cuda: bool) -> dict:
+    """The problem's seeded cases (cached: the same seed always gives the same calls)."""
+    key = (problem.id, seed, cuda)
+    if key not in _PLANS:
+        checks = [CHECKS[c] for c in problem.points if cuda or not CHECKS[c].needs_cuda]
+        _PLANS[key] = build(problem, dict.fromkeys(g for c in checks for g in c.groups), seed)
+    return _PLANS[key]
+
+
+def _reference_results(problem, seed: int, cuda: bool) -> dict:
+    key = (problem.id, seed, cuda)
+    if key not in _REFS:
+        target = reference(problem)
+        _REFS[key] = {k: execute(as_reference(c.call), target) for k, c in _plan(problem, seed, cuda).items() if c.reference}
+    return _REFS[key]
 
 
 def _not_started(problem, worker) -> str | None:
@@ -104,8 +120,8 @@ def _not_started(problem, worker) -> str | None:
     return None
 
 
-def _judge(problem, cases, worker, refs, cuda: bool) -> ProblemResult:
-    ctx = Context(problem, cases, worker.results, refs, worker.failure)
+def _judge(problem, cases, worker, refs, cuda: bool, seed: int) -> ProblemResult:
+    ctx = Context(problem, cases, worker.results, refs, worker.failure, seed)
     not_started = _not_started(problem, worker)
     checks = []
     for cid, points in problem.points.items():
@@ -128,10 +144,31 @@ def _judge(problem, cases, worker, refs, cuda: bool) -> ProblemResult:
 def _name_mistakes(problem, ctx, failing) -> None:
     from .diagnose import diagnose, describe
 
-    named = diagnose(problem, ctx, [c.id for c in failing])
+    try:
+        named = diagnose(problem, ctx, [c.id for c in failing])
+    except Exception:  # noqa: BLE001 - a diagnosis bug must never change a grade
+        tail = traceback.format_exc().strip().splitlines()[-1]
+        for c in failing:
+            c.message += f"\n(the mistake diagnosis failed internally: {tail}; please report it)"
+        return
     for c in failing:
         c.mistake = named.get(c.id)
         c.message += "\n" + describe(problem, c.mistake)
+
+
+def _evidence(ctx, case) -> dict | None:
+    """The learner's and the reference's weights for the failing call, where both exist and agree in shape."""
+    if case is None or case.key not in ctx.ref:
+        return None
+    got = ctx.got.get(case.key)
+    if not got or not got.get("ok") or "outputs" not in got:
+        return None
+    w, ref = got["outputs"][0][-1], ctx.ref[case.key]["outputs"][0][-1]
+    if w.shape != ref.shape:
+        return None
+    from .checks import valid_mask
+
+    return {"got": w, "expected": ref, "mask": valid_mask(ctx.problem, case).expand(ref.shape)}
 
 
 def _note_prerequisites(problems, results) -> None:
@@ -152,7 +189,7 @@ def _run_check(check, ctx, points) -> CheckResult:
     try:
         check.judge(ctx)
     except Failed as exc:
-        return CheckResult(check.id, check.title, "failed", 0, points, str(exc))
+        return CheckResult(check.id, check.title, "failed", 0, points, str(exc), evidence=_evidence(ctx, exc.case))
     except Exception:  # noqa: BLE001 - a grader bug must show, not count as the learner's failure
         return CheckResult(check.id, check.title, "error", 0, points, "internal grader error:\n" + traceback.format_exc())
     return CheckResult(check.id, check.title, "passed", points, points)

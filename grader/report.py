@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from .grading import Report
+from .term import bar, paint
 
 MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERR!"}
 STATUS = {"passed": "passed", "failed": "failed", "not_started": "not started"}
@@ -14,16 +15,25 @@ def _pts(score, max_score) -> str:
     return f"{score:g}/{max_score:g}"
 
 
-def table(report: Report, width: int = 88) -> str:
+def table(report: Report, width: int = 88, colour: bool = False, checks: bool = True) -> str:
+    """One line per problem and (with `checks`) per check, then the total; colour only if asked."""
     cuda = "CUDA" if report.devices.get("cuda") else "CPU only: CUDA checks skipped"
-    lines = [f"attnkit: {report.impl} (seed {report.seed}, {cuda})", "-" * width]
+    rule = ("─" if colour else "-") * width
+    lines = [f"attnkit: {report.impl} (seed {report.seed}, {cuda})", rule]
     for p in report.problems:
-        lines.append(f"{p.id:<44}{STATUS[p.status]:<{width - 52}}{_pts(p.score, p.max_score):>8}")
-        for c in p.checks:
+        status = paint(f"{STATUS[p.status]:<{width - 52}}", p.status, colour)
+        lines.append(f"{paint(f'{p.id:<44}', 'bold', colour)}{status}{_pts(p.score, p.max_score):>8}")
+        for c in p.checks if checks else []:
             pts = "-" if c.status == "skipped" else _pts(c.score, c.max_score)
-            lines.append(f"  {MARK[c.status]}  {c.id:<16}{c.title[: width - 34]:<{width - 32}}{pts:>8}"[: width + 8])
-    lines += ["-" * width, f"{'total':<{width - 8}}{_pts(report.score, report.max_score):>8}"]
+            title = f"{c.title[: width - 34]:<{width - 32}}"
+            lines.append(f"  {paint(MARK[c.status], c.status, colour)}  {c.id:<16}{title}{pts:>8}")
+    lines += [rule, f"{'total':<{width - 8}}{_pts(report.score, report.max_score):>8}"]
     return "\n".join(lines)
+
+
+def progress(report: Report, colour: bool = False) -> str:
+    passed = sum(p.status == "passed" for p in report.problems)
+    return f"{bar(report.score, report.max_score, on=colour)}, {passed}/{len(report.problems)} problems passed"
 
 
 def failures(report: Report, max_lines: int = 12) -> str:

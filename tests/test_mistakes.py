@@ -78,3 +78,27 @@ def test_a_failing_prerequisite_is_named(tmp_path):
     report = grade(make_impl(tmp_path, {"masked_softmax.py": wrong}))
     check = next(c for c in report.problem("additive_attention").checks if c.status == "failed")
     assert "imports your masked_softmax, which fails its own checks" in check.message
+
+
+def test_a_mistake_on_one_code_path_is_still_named(tmp_path):
+    """The wrong axis only where valid_lens is None: the variant reproduces every wrong call."""
+    source = (SOLUTIONS / "masked_softmax.py").read_text().replace("dim=-1)\n    lens", "dim=1)\n    lens")
+    report = grade(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
+    named = {c.id: c.mistake for c in report.problems[0].checks if c.status == "failed"}
+    assert named and set(named.values()) == {"wrong_axis"}, named
+
+
+def test_error_shape_names_nan_rows_in_a_different_style(tmp_path):
+    """-inf fill with no guard, written with torch.where and a loop-free mask (not the catalogue's patch)."""
+    source = (
+        "import torch\n\n"
+        "def masked_softmax(scores, valid_lens=None):\n"
+        "    if valid_lens is None:\n"
+        "        return scores.softmax(-1)\n"
+        "    lens = valid_lens.reshape(valid_lens.shape[0], -1, 1)\n"
+        "    keep = torch.arange(scores.shape[-1]) < lens\n"
+        "    return torch.where(keep, scores, torch.tensor(float('-inf'), dtype=scores.dtype)).softmax(-1)\n"
+    )
+    report = grade(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
+    named = {c.id: c.mistake for c in report.problems[0].checks if c.status == "failed"}
+    assert named.get("weight_sums") == "nan_rows", named

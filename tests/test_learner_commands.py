@@ -1,0 +1,142 @@
+"""attnkit list, hint, solution, reset, watch and grade --plots, as a learner runs them."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import SOLUTIONS, make_impl
+from grader import ROOT
+from grader.problems import all_problems
+from grader.stubs import render
+
+
+@pytest.fixture
+def env(tmp_path):
+    """A learner's workspace: stub exercises and a private state file."""
+    impl = make_impl(tmp_path / "exercises", {f"{p.id}.py": render(p) for p in all_problems()}, base=None)
+    state = tmp_path / "state" / "state.json"
+    e = dict(os.environ, ATTNKIT_STATE=str(state))
+    e.pop("FORCE_COLOR", None)
+
+    def attnkit(*args, extra_env=None):
+        return subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                              env={**e, **(extra_env or {})}, timeout=300)
+
+    return impl, state, attnkit
+
+
+def test_list_shows_status_score_and_progress(env):
+    impl, _, attnkit = env
+    (impl / "masked_softmax.py").write_text((SOLUTIONS / "masked_softmax.py").read_text())
+    r = attnkit("list", "--impl", str(impl))
+    assert r.returncode == 0
+    assert "masked_softmax" in r.stdout and "passed" in r.stdout and "not started" in r.stdout
+    assert "14/65 points, 1/4 problems passed" in r.stdout and "[####" in r.stdout
+    assert "\033[" not in r.stdout  # plain text when not on a terminal
+
+
+def test_colour_on_a_terminal_only(env):
+    impl, _, attnkit = env
+    assert "\033[" in attnkit("list", "--impl", str(impl), extra_env={"FORCE_COLOR": "1"}).stdout
+    assert "\033[" not in attnkit("list", "--impl", str(impl), extra_env={"NO_COLOR": "1"}).stdout
+
+
+def test_hints_reveal_one_level_at_a_time_and_are_remembered(env):
+    _, state, attnkit = env
+    problem = all_problems()[1]
+    first = attnkit("hint", "additive")  # a unique prefix names the problem
+    assert first.returncode == 0 and "warning" in first.stderr and "was missing" in first.stderr
+    assert f"Hint 1/3 for {problem.id}: {problem.hints[0]}" in first.stdout and problem.hints[1] not in first.stdout
+    second = attnkit("hint", problem.id)
+    assert problem.hints[1] in second.stdout and problem.hints[2] not in second.stdout and second.stderr == ""
+    data = json.loads(state.read_text())
+    assert data["hints"] == {problem.id: 2} and "Do not edit" in data["_"]
+    attnkit("hint", problem.id)
+    last = attnkit("hint", problem.id)
+    assert "that was the last hint" in last.stdout and json.loads(state.read_text())["hints"][problem.id] == 3
+
+
+def test_corrupt_state_is_recreated_with_a_warning(env):
+    _, state, attnkit = env
+    state.parent.mkdir(parents=True)
+    state.write_text("{not json")
+    r = attnkit("hint", "luong")
+    assert r.returncode == 0 and "unreadable" in r.stderr and "Traceback" not in r.stderr
+    assert json.loads(state.read_text())["hints"] == {"luong_attention": 1}
+
+
+@pytest.mark.parametrize("command", ["hint", "solution", "reset"])
+def test_unknown_problem_lists_the_valid_ones(env, command):
+    r = env[2](command, "attention")  # a prefix of none, and ambiguous as a substring
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == ("attnkit: error: unknown problem 'attention'; choose from: masked_softmax, "
+                                "additive_attention, luong_attention, multihead_additive_attention")
+
+
+def test_solution_only_after_passing_or_with_force(env):
+    impl, state, attnkit = env
+    refused = attnkit("solution", "masked_softmax", "--impl", str(impl))
+    assert refused.returncode == 1 and "not started" in refused.stderr and "def masked_softmax" not in refused.stdout
+    forced = attnkit("solution", "masked_softmax", "--force", "--impl", str(impl))
+    assert forced.returncode == 0 and forced.stdout == (SOLUTIONS / "masked_softmax.py").read_text()
+    assert "masked_softmax" in json.loads(state.read_text())["forced_solutions"]
+    (impl / "luong_attention.py").write_text((SOLUTIONS / "luong_attention.py").read_text())
+    (impl / "masked_softmax.py").write_text((SOLUTIONS / "masked_softmax.py").read_text())
+    earned = attnkit("solution", "luong", "--impl", str(impl))
+    assert earned.returncode == 0 and "class LuongAttention" in earned.stdout
+    assert "luong_attention" not in json.loads(state.read_text())["forced_solutions"]
+
+
+def test_reset_backs_up_and_never_deletes(env):
+    impl, state, attnkit = env
+    work = "# my attempt\n" + (SOLUTIONS / "masked_softmax.py").read_text()
+    (impl / "masked_softmax.py").write_text(work)
+    backups = []
+    for _ in range(2):
+        r = attnkit("reset", "masked_softmax", "--impl", str(impl))
+        assert r.returncode == 0
+        assert (impl / "masked_softmax.py").read_text() == render(all_problems()[0])
+        (impl / "masked_softmax.py").write_text(work)
+        backups = sorted((state.parent / "backups").iterdir())
+    assert len(backups) == 2 and all(b.read_text() == work for b in backups)  # same second: two distinct names
+    (impl / "masked_softmax.py").write_text(render(all_problems()[0]))
+    assert "nothing to do" in attnkit("reset", "masked_softmax", "--impl", str(impl)).stdout
+
+
+def test_watch_regrades_the_saved_problem(env):
+    impl, _, _ = env
+    (impl / "masked_softmax.py").write_text((SOLUTIONS / "masked_softmax.py").read_text())
+    os.utime(impl / "masked_softmax.py", ns=(1, 1))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grader.cli", "watch", "--impl", str(impl), "--max-regrades", "1"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=dict(os.environ, ATTNKIT_STATE=str(impl.parent / "s.json")),
+    )
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("watching"):
+            break
+    time.sleep(0.2)
+    (impl / "luong_attention.py").write_text((SOLUTIONS / "luong_attention.py").read_text())
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert "luong_attention" in out and "passed" in out and "18/18" in out
+    assert "next hint: `attnkit hint luong_attention` (1/3)" in out
+    assert "32/65 points, 2/4 problems passed" in out and "re-graded luong_attention" in out
+
+
+def test_grade_plots_a_failing_parity_check(env, tmp_path):
+    impl, _, attnkit = env
+    wrong = (SOLUTIONS / "additive_attention.py").read_text().replace("features = torch.tanh(", "features = 0.5 * torch.tanh(")
+    make_impl(impl, {"additive_attention.py": wrong})
+    r = attnkit("grade", "--impl", str(impl), "--plots", str(tmp_path / "plots"))
+    png = tmp_path / "plots" / "additive_attention__parity_float64.png"
+    assert r.returncode == 1 and png.exists() and f"plot: {png}" in r.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list((tmp_path / "plots").glob("masked_softmax__*"))  # passing problems get no plot
