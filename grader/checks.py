@@ -83,7 +83,23 @@ def _compare_all(ctx, case, got, expected, tol):
     for i in order:
         bad = mismatch(names[i], got[i], expected[i], tol)
         if bad:
-            ctx.fail(case, bad + (f"\n{STAGE_HINTS[names[i]]}" if len(names) > 1 else ""))
+            shape = error_shape(ctx.problem, case, got[i], expected[i], tol) if names[i] == "weights" else ""
+            ctx.fail(case, bad + (f"\n{STAGE_HINTS[names[i]]}" if len(names) > 1 else "") + shape)
+
+
+def error_shape(problem, case, got, expected, tol) -> str:
+    """Where the weights differ, when that alone tells something: only masked keys, only empty rows."""
+    if got.shape != expected.shape:
+        return ""
+    g, e = got.to(torch.float64), expected.to(torch.float64)
+    bad = ~((g - e).abs() <= tol.atol * max(1.0, e.abs().max().item()) + tol.rtol * e.abs())
+    mask = valid_mask(problem, case).expand(e.shape)
+    empty = ~mask.any(-1, keepdim=True).expand(e.shape)
+    if bad.any() and not (bad & mask).any() and (bad & ~empty).any():
+        return "\nOnly masked keys differ, and valid keys are right: masked positions must get weight exactly 0."
+    if bad.any() and not (bad & ~empty).any():
+        return "\nOnly rows with valid_len 0 differ: such a row must be all zeros (not NaN, not uniform)."
+    return ""
 
 
 # ---- the checks -------------------------------------------------------------------------

@@ -102,3 +102,16 @@ def test_error_shape_names_nan_rows_in_a_different_style(tmp_path):
     report = grade(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
     named = {c.id: c.mistake for c in report.problems[0].checks if c.status == "failed"}
     assert named.get("weight_sums") == "nan_rows", named
+
+
+@pytest.mark.parametrize("tail,sentence", [
+    ("return torch.softmax(filled, dim=-1) * keep + 0.01 * (~keep & keep.any(-1, keepdim=True))",
+     "Only masked keys differ, and valid keys are right"),
+    ("return torch.where(keep.any(-1, keepdim=True), torch.softmax(filled, dim=-1) * keep, 0.5)",
+     "Only rows with valid_len 0 differ"),
+])
+def test_the_shape_of_the_error_is_described(tmp_path, tail, sentence):
+    source = (SOLUTIONS / "masked_softmax.py").read_text().replace("return torch.softmax(filled, dim=-1) * keep", tail)
+    report = grade(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
+    parity = next(c for c in report.problems[0].checks if c.id == "parity_float64")
+    assert parity.status == "failed" and sentence in parity.message
