@@ -76,6 +76,15 @@ def _plots_dir(path) -> Path:
     return p
 
 
+def cmd_course(args) -> int:
+    from .course import ASSIGNMENT, init
+
+    for path in init(args.directory):
+        print(f"wrote {path}")
+    print(f"next: cd {args.directory} && nbgrader generate_assignment {ASSIGNMENT}")
+    return 0
+
+
 def cmd_dev(args) -> int:
     from .dev import sync
 
@@ -124,6 +133,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("problem")
     _impl_arg(r)
     r.set_defaults(run=cmd_reset)
+    c = sub.add_parser("course", help="for instructors: make an nbgrader course")
+    c.add_argument("action", choices=["init"])
+    c.add_argument("directory", metavar="DIR")
+    c.set_defaults(run=cmd_course)
     d = sub.add_parser("dev", help="for the kit's maintainers: regenerate files, self-check")
     d.add_argument("action", choices=["sync", "check"])
     d.set_defaults(run=cmd_dev)

@@ -32,9 +32,29 @@ def render_readme(text: str) -> str:
     return pattern.sub(lambda _: f"{BEGIN}\n{readme_table()}\n{END}", text)
 
 
+def _notebook_untouched(path: Path) -> bool:
+    """A learner notebook whose implementation cells are all still stubs (safe to regenerate)."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception:  # noqa: BLE001 - unreadable: treat as the learner's, never overwrite
+        return False
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and c.source.startswith("# attnkit: ")]
+    return bool(cells) and all(is_untouched_stub(src) for src in cells)
+
+
 def stale(root: Path = ROOT) -> list[str]:
     """One line per generated file that is not what the specs say; each names the fix."""
+    from .notebooks import build, text
+
     out = []
+    for p in all_problems():
+        path = root / "notebooks" / f"{p.id}.ipynb"
+        if not path.exists():
+            out.append(f"notebooks/{p.id}.ipynb is missing: run `{SYNC}`")
+        elif _notebook_untouched(path) and path.read_text() != text(build(p.id, "learner")):
+            out.append(f"notebooks/{p.id}.ipynb is stale: run `{SYNC}`")
     for p in all_problems():
         path = root / "exercises" / f"{p.id}.py"
         if not path.exists():
@@ -58,6 +78,17 @@ def sync(root: Path = ROOT) -> list[str]:
         elif not path.exists() or path.read_text() != text:
             path.write_text(text)
             done.append(f"wrote exercises/{p.id}.py")
+    from .notebooks import build, text
+
+    (root / "notebooks").mkdir(exist_ok=True)
+    for p in all_problems():
+        path = root / "notebooks" / f"{p.id}.ipynb"
+        new_text = text(build(p.id, "learner"))
+        if path.exists() and not _notebook_untouched(path):
+            done.append(f"kept notebooks/{p.id}.ipynb: it holds your work (move it away to get a fresh one)")
+        elif not path.exists() or path.read_text() != new_text:
+            path.write_text(new_text)
+            done.append(f"wrote notebooks/{p.id}.ipynb")
     readme = root / "README.md"
     new = render_readme(readme.read_text())
     if new != readme.read_text():

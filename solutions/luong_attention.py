@@ -1,12 +1,8 @@
 """Reference: Luong attention with dot, scaled_dot, general and concat scores."""
-import math
-
 import torch
 from torch import nn
 
 from .masked_softmax import masked_softmax
-
-SCORES = ("dot", "scaled_dot", "general", "concat")
 
 
 class LuongAttention(nn.Module):
@@ -14,8 +10,9 @@ class LuongAttention(nn.Module):
 
     def __init__(self, query_dim, key_dim, score="general", attn_dim=None, dropout=0.0):
         super().__init__()
-        if score not in SCORES:
-            raise ValueError(f"score must be one of {', '.join(SCORES)}; got {score!r}")
+        modes = ("dot", "scaled_dot", "general", "concat")
+        if score not in modes:
+            raise ValueError(f"score must be one of {', '.join(modes)}; got {score!r}")
         if score in ("dot", "scaled_dot") and query_dim != key_dim:
             raise ValueError(f"{score} needs query_dim == key_dim; got {query_dim} and {key_dim}")
         if score == "general":
@@ -28,19 +25,18 @@ class LuongAttention(nn.Module):
         self.score, self.key_dim = score, key_dim
         self.dropout = nn.Dropout(dropout)
 
-    def scores(self, queries, keys):
-        if self.score == "dot":
-            return queries @ keys.transpose(1, 2)
-        if self.score == "scaled_dot":
-            return queries @ keys.transpose(1, 2) / math.sqrt(self.key_dim)
-        if self.score == "general":
-            return queries @ self.W_a(keys).transpose(1, 2)
-        Tq, Tk = queries.shape[1], keys.shape[1]
-        pairs = torch.cat(  # (B, Tq, Tk, dq + dk), query first
-            [queries.unsqueeze(2).expand(-1, -1, Tk, -1), keys.unsqueeze(1).expand(-1, Tq, -1, -1)], dim=-1
-        )
-        return self.v_a(torch.tanh(self.W_a(pairs))).squeeze(-1)
-
     def forward(self, queries, keys, values, valid_lens=None):
-        weights = masked_softmax(self.scores(queries, keys), valid_lens)
+        if self.score in ("dot", "scaled_dot"):
+            scores = queries @ keys.transpose(1, 2)  # (B, Tq, Tk)
+            if self.score == "scaled_dot":
+                scores = scores / self.key_dim**0.5
+        elif self.score == "general":
+            scores = queries @ self.W_a(keys).transpose(1, 2)
+        else:
+            Tq, Tk = queries.shape[1], keys.shape[1]
+            pairs = torch.cat(  # (B, Tq, Tk, dq + dk), query first
+                [queries.unsqueeze(2).expand(-1, -1, Tk, -1), keys.unsqueeze(1).expand(-1, Tq, -1, -1)], dim=-1
+            )
+            scores = self.v_a(torch.tanh(self.W_a(pairs))).squeeze(-1)
+        weights = masked_softmax(scores, valid_lens)
         return torch.bmm(self.dropout(weights), values), weights

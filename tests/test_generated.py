@@ -20,6 +20,7 @@ def test_readme_table_lists_every_problem_with_its_points():
 
 def test_sync_rewrites_outdated_stubs_and_keeps_learner_work(tmp_path):
     (tmp_path / "exercises").mkdir()
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
     work = "def masked_softmax(scores, valid_lens=None):\n    return scores.softmax(-1)\n"
     (tmp_path / "exercises" / "masked_softmax.py").write_text(work)
@@ -31,8 +32,27 @@ def test_sync_rewrites_outdated_stubs_and_keeps_learner_work(tmp_path):
     assert stale(tmp_path) == []
 
 
+def test_stale_notebook_is_found_and_learner_notebooks_are_kept(tmp_path):
+    shutil.copytree(ROOT / "exercises", tmp_path / "exercises")
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    path = tmp_path / "notebooks" / "luong_attention.ipynb"
+    path.write_text(path.read_text().replace("Quick checks", "Old heading"))
+    assert stale(tmp_path) == ["notebooks/luong_attention.ipynb is stale: run `attnkit dev sync`"]
+    mine = tmp_path / "notebooks" / "masked_softmax.ipynb"
+    work = mine.read_text().replace('raise NotImplementedError(\\"masked_softmax: not started\\")',
+                                    "return scores.softmax(-1)")
+    assert work != mine.read_text()
+    mine.write_text(work)
+    done = sync(tmp_path)
+    assert "wrote notebooks/luong_attention.ipynb" in done and mine.read_text() == work
+    assert any("kept notebooks/masked_softmax.ipynb" in line for line in done)
+    assert stale(tmp_path) == []
+
+
 def test_stale_names_the_command_that_fixes_it(tmp_path):
     shutil.copytree(ROOT / "exercises", tmp_path / "exercises")
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
     (tmp_path / "README.md").write_text((ROOT / "README.md").read_text().replace("| 1 |", "| one |"))
     (tmp_path / "exercises" / "luong_attention.py").write_text('def f():\n    """old"""\n    raise NotImplementedError\n')
     lines = stale(tmp_path)

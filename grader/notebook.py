@@ -1,0 +1,136 @@
+"""What the notebooks call: quick checks, the full grading of a problem, one graded check
+per nbgrader cell, and a heatmap. The learner's code is taken from the cells marked
+`# attnkit: <problem>` (the last run of each), written as modules to a private temporary
+directory and graded like any directory; the hidden checks stay in this package.
+"""
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from pathlib import Path
+
+from .problems import get
+
+_REPORTS: dict = {}
+_TMP = tempfile.TemporaryDirectory(prefix="attnkit-notebook-")
+
+
+class CheckFailed(AssertionError):
+    """A graded check failed: the message is the grader's, with no hidden code around it."""
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython shows these lines instead of a traceback: the check's name and message, no grader frames."""
+        lines = str(self).splitlines() or [""]
+        return [f"{type(self).__name__}: {lines[0]}", *lines[1:]]
+
+
+def _shell():
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        get_ipython = None
+    shell = get_ipython() if get_ipython else None
+    if shell is None:
+        raise RuntimeError("attnkit's notebook helpers run inside Jupyter (IPython)")
+    return shell
+
+
+def _cells(pid: str) -> dict[str, str]:
+    """The last run source of each cell this problem needs (itself and what it imports)."""
+    history = _shell().history_manager.input_hist_raw
+    out = {}
+    for dep in get(pid).requires + (pid,):
+        tag = f"# attnkit: {dep} "
+        found = [src for src in history if src.startswith(tag)]
+        if not found:
+            raise CheckFailed(f"run the cell that starts with `# attnkit: {dep}` first (it holds your {dep})")
+        out[dep] = found[-1]
+    return out
+
+
+def report(pid: str):
+    """The grading report of this problem for the code as last run (graded once per version)."""
+    from .grading import grade
+
+    cells = _cells(pid)
+    key = hashlib.sha256(repr(sorted(cells.items())).encode()).hexdigest()
+    if key not in _REPORTS:
+        directory = Path(_TMP.name) / key[:16]
+        directory.mkdir(exist_ok=True)
+        for dep, source in cells.items():
+            header = "".join(f"from .{r} import {get(r).symbol}\n" for r in get(dep).requires)
+            (directory / f"{dep}.py").write_text(header + source)
+        _REPORTS[key] = grade(directory, [pid])
+    return _REPORTS[key]
+
+
+def check(pid: str, cid: str) -> None:
+    """One graded check (an nbgrader test cell): passes silently, or raises with the grader's message."""
+    result = next(c for c in report(pid).problems[0].checks if c.id == cid)
+    if result.status == "skipped":
+        print(f"{pid}::{cid} skipped: {result.message}")
+        return
+    if result.status != "passed":
+        raise CheckFailed(f"attnkit check {pid}::{cid} failed (0/{result.max_score:g} points)\n{result.message}") \
+            from None
+    print(f"{pid}::{cid} passed ({result.score:g}/{result.max_score:g} points)")
+
+
+def grade_here(pid: str) -> None:
+    """The same table and messages as `attnkit grade`, for this problem."""
+    from .report import failures, table
+
+    rep = report(pid)
+    print(table(rep))
+    details = failures(rep)
+    if details:
+        print("\nWhat to fix:\n" + details)
+
+
+def quick_check(pid: str) -> None:
+    """Shapes and weight sums of the code in this notebook on one small fixed example."""
+    from .public import quick_checks
+
+    problem = get(pid)
+    target = _shell().user_ns.get(problem.symbol)
+    if target is None:
+        raise CheckFailed(f"`{problem.symbol}` is not defined: run the cell that starts with `# attnkit: {pid}`")
+    failed = []
+    for what, why in quick_checks(problem, target):
+        print(f"{'ok ' if why is None else 'FAIL'} {what}" + (f": {why}" if why else ""))
+        failed += [f"{what}: {why}"] if why else []
+    if failed:
+        raise CheckFailed("quick check failed: " + failed[0]) from None
+
+
+def show_weights(pid: str):
+    """Heatmap of the weights on the fixed example; the reference's beside them once the problem passes."""
+    import matplotlib.pyplot as plt
+    import torch
+
+    from .grading import reference
+    from .public import run
+
+    problem = get(pid)
+    variant = problem.variants[0]
+    target = _shell().user_ns.get(problem.symbol)
+    panels = []
+    try:
+        panels.append(("your weights", run(problem, target, variant)[1][-1]))
+    except Exception as exc:  # noqa: BLE001
+        print(f"your {problem.symbol} raised {type(exc).__name__}: {exc}")
+        return None
+    passed = report(pid).problems[0].status == "passed"
+    if passed:
+        panels.append(("reference", run(problem, reference(problem), variant)[1][-1]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.2), squeeze=False)
+    for ax, (title, w) in zip(axes[0], panels):
+        m = w.detach().to(torch.float64)
+        m = m[0, 0] if m.dim() == 4 else m[0]  # first batch row (and head)
+        im = ax.imshow(m.numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set(title=title, xlabel="key j", ylabel="query i")
+        fig.colorbar(im, ax=ax, shrink=0.8)
+    if not passed:
+        print("the reference's weights appear here once your implementation passes")
+    plt.show()
+    return fig

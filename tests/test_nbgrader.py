@@ -1,0 +1,114 @@
+"""Real nbgrader on a fresh course made by `attnkit course init` (the commands instructors run)."""
+from __future__ import annotations
+
+import csv
+import re
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import make_impl
+from grader import ROOT
+from grader.grading import grade
+from grader.mistakes import wrong_source
+from grader.notebooks import cell_source
+from grader.problems import all_problems, get
+
+PROBLEMS = all_problems()
+WRONG = ("masked_softmax", "fill_zero")  # carol's one wrong problem
+HIDDEN_CODE = ["def check_", "valid_mask(", "mismatch(", "_compare_all", "group_base", "as_reference("]
+
+
+def nbgrader(course: Path, *args):
+    """nbgrader as an instructor runs it: in the environment's bin/ (it calls `alembic` from PATH)."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    r = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
+                       timeout=900, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """A course, released, with three submissions autograded and exported."""
+    root = tmp_path_factory.mktemp("course") / "attnkit-course"
+    r = subprocess.run([sys.executable, "-m", "grader.cli", "course", "init", str(root)], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    nbgrader(root, "generate_assignment", "attention")
+    submitted = root / "submitted"
+    for student, origin in (("alice", "source"), ("bob", "release"), ("carol", "source")):
+        shutil.copytree(root / origin / "attention", submitted / student / "attention")
+    pid, mid = WRONG
+    path = submitted / "carol" / "attention" / f"{pid}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    mistake = next(m for m in get(pid).mistakes if m.id == mid)
+    for cell in nb.cells:
+        if cell.source.startswith(f"# attnkit: {pid} "):
+            cell.source = cell_source(get(pid), "plain")
+            for old, new in mistake.patch:
+                cell.source = cell.source.replace(old, new)
+    nbformat.write(nb, path)
+    nbgrader(root, "autograde", "attention")
+    nbgrader(root, "export")
+    nbgrader(root, "generate_feedback", "attention")
+    return root
+
+
+def notebook_scores(course: Path, student: str) -> dict[str, float]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {p.id: gb.find_submission_notebook(p.id, "attention", student).score for p in PROBLEMS}
+
+
+def cpu_points(problem) -> float:
+    return sum(v for k, v in problem.points.items() if not k.startswith("cuda"))
+
+
+def test_release_has_no_solution_and_no_hidden_tests(course):
+    from test_notebooks import solution_lines
+
+    for p in PROBLEMS:
+        text = (course / "release" / "attention" / f"{p.id}.ipynb").read_text()
+        assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
+        assert not re.search(r"(?<!quick_)check\(", text)  # no graded check call: only quick_check stays
+        for dep in p.requires + (p.id,):
+            for line in solution_lines(dep):
+                assert line not in text, (p.id, line)
+        assert "YOUR CODE HERE" in text
+
+
+def test_totals_full_zero_and_one_problem_lost(course):
+    rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
+    total = sum(cpu_points(p) for p in PROBLEMS)
+    assert float(rows["alice"]["score"]) == float(rows["alice"]["max_score"]) == total
+    assert float(rows["bob"]["score"]) == 0
+    carol = notebook_scores(course, "carol")
+    assert {pid: s for pid, s in carol.items() if pid != WRONG[0]} == {p.id: cpu_points(p) for p in PROBLEMS if p.id != WRONG[0]}
+    assert carol[WRONG[0]] < cpu_points(get(WRONG[0]))
+    assert float(rows["carol"]["score"]) == total - (cpu_points(get(WRONG[0])) - carol[WRONG[0]])
+
+
+def test_nbgrader_points_equal_attnkit_points_for_the_same_code(course, tmp_path):
+    pid, mid = WRONG
+    mistake = next(m for m in get(pid).mistakes if m.id == mid)
+    report = grade(make_impl(tmp_path, {f"{pid}.py": wrong_source(get(pid), mistake)}), [pid])
+    assert notebook_scores(course, "carol")[pid] == report.problems[0].score
+    assert notebook_scores(course, "alice") == {p.id: cpu_points(p) for p in PROBLEMS}
+
+
+def test_feedback_shows_names_and_messages_but_no_hidden_code(course):
+    pages = sorted((course / "feedback").rglob("*.html"))
+    assert len(pages) == 3 * len(PROBLEMS)
+    carol = (course / "feedback" / "carol" / "attention" / f"{WRONG[0]}.html").read_text()
+    assert "masked_softmax::weight_sums failed" in carol and "Recognised mistake [fill_zero]" in carol
+    for page in pages:
+        text = page.read_text()
+        for needle in HIDDEN_CODE:
+            assert needle not in text, (page, needle)

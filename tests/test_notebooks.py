@@ -1,0 +1,85 @@
+"""Learner notebooks: generated, free of solutions, and runnable top to bottom with nbclient."""
+from __future__ import annotations
+
+import ast
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from conftest import SOLUTIONS
+from grader import ROOT
+from grader.notebooks import build, cell_source
+from grader.problems import all_problems
+
+PROBLEMS = all_problems()
+
+
+def solution_lines(pid: str) -> list[str]:
+    """Distinctive statements of the reference bodies (lines that the stub does not contain)."""
+    from grader.problems import get
+    from grader.stubs import render
+
+    stub = render(get(pid))
+    tree = ast.parse((SOLUTIONS / f"{pid}.py").read_text())
+    lines = (SOLUTIONS / f"{pid}.py").read_text().splitlines()
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            body = node.body[1:] if ast.get_docstring(node) else node.body
+            out += [lines[s.lineno - 1].strip() for s in body if len(lines[s.lineno - 1].strip()) > 20]
+    return [line for line in out if line not in stub]
+
+
+def outputs_text(nb) -> str:
+    parts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            parts.append(out.get("text", "") + "".join(out.get("traceback", [])) + str(out.get("data", {}).get("text/plain", "")))
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_committed_learner_notebook_is_generated_and_has_no_solution(problem):
+    path = ROOT / "notebooks" / f"{problem.id}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code")
+    text = path.read_text()
+    for line in solution_lines(problem.id) + ["BEGIN SOLUTION", "HIDDEN TESTS"]:
+        assert line not in text, line
+    kinds = [c.source.split("\n")[0] for c in nb.cells if c.cell_type == "code"]
+    assert any(k.startswith(f"# attnkit: {problem.id} ") for k in kinds)
+    assert any("quick_check" in c.source for c in nb.cells) and any("grade_here" in c.source for c in nb.cells)
+    assert any("show_weights" in c.source for c in nb.cells)
+
+
+def execute(nb):
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(ROOT)}}).execute()
+    return nb
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_learner_notebook_runs_top_to_bottom_with_the_reference_filled_in(problem):
+    nb = build(problem.id, "learner")
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source.startswith("# attnkit: "):
+            pid = cell.source.split()[2]
+            cell.source = cell_source(next(p for p in PROBLEMS if p.id == pid), "plain")
+    nb = execute(nb)
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors
+    text = outputs_text(nb)
+    total = f"{problem.max_points - problem.points.get('cuda', 0) - problem.points.get('cuda_half', 0)}"
+    assert f"{problem.id:<44}passed" in text and f"{total}/{total}" in text
+    assert "FAIL" not in text and "ok  masked weights are 0 and rows sum to 1" in text
+    weights_cell = next(c for c in nb.cells if "show_weights" in c.source)
+    assert any("image/png" in o.get("data", {}) for o in weights_cell.outputs)
+
+
+def test_stub_notebook_runs_and_reports_not_started():
+    nb = execute(build("masked_softmax", "learner"))
+    text = outputs_text(nb)
+    assert "not started" in text and "masked_softmax.py raises NotImplementedError" in text
+    assert "def check_" not in text and "grader/checks.py" not in text  # no hidden code in tracebacks
