@@ -149,6 +149,10 @@ def _impl_arg(p) -> None:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    if args.command in ("grade", "list", "watch", "solution", "dev"):
+        from .forkserver import warm_up
+
+        warm_up()  # the workers' forkserver imports torch while we do
     try:
         if hasattr(args, "impl"):
             args.impl = impl_dir(args.impl if args.impl is not None else _default_impl())

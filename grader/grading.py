@@ -20,7 +20,7 @@ from .problems import all_problems, get
 from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
 from .scenarios import as_reference, build
 
-torch.set_num_threads(1)  # small tensors; and it keeps later forks free of OpenMP state
+torch.set_num_threads(1)  # small tensors: threads would only cost start-up time
 REFERENCE_DIR = ROOT / "solutions"
 
 
@@ -69,7 +69,7 @@ def reference(problem):
 def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEFAULT_TIMEOUT) -> Report:
     impl = Path(impl).resolve()
     problems = [get(pid) for pid in problem_ids] if problem_ids else all_problems()
-    pool = Pool(str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout)  # fork before any compute
+    pool = Pool(str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout)
     try:
         pool.wait_hello()
         cuda = any(w.hello and w.hello["cuda"] for w in pool.workers.values())

@@ -24,6 +24,13 @@ class CheckFailed(AssertionError):
         return [f"{type(self).__name__}: {lines[0]}", *lines[1:]]
 
 
+def start() -> None:
+    """Start the grading workers' server now, so that it loads torch while the notebook runs."""
+    from .forkserver import warm_up
+
+    warm_up()
+
+
 def _shell():
     try:
         from IPython import get_ipython

@@ -115,6 +115,8 @@ def build(pid: str, kind: str, solution: str | None = None) -> nbformat.Notebook
         cells.append(cell)
 
     add("md", statement(problem), _meta(f"statement_{pid}"))
+    add("code", "from grader.notebook import start\n\nstart()  # attnkit's grader warms up in the background",
+        _meta(f"start_{pid}"))
     for dep in problem.requires + (pid,):
         add("code", cell_source(get(dep), solution), _meta(f"impl_{dep}", solution=True, locked=False))
     add("md", "## Quick checks\nShapes and weight sums on one small fixed example.", _meta(f"quick_md_{pid}"))

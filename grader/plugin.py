@@ -45,6 +45,9 @@ def pytest_configure(config):
         out = json_path(o.attnkit_json) if o.attnkit_json else None
     except BadInput as exc:
         raise pytest.UsageError(f"attnkit: {exc}") from None
+    from .forkserver import warm_up
+
+    warm_up()  # the workers' forkserver imports torch while pytest and the grader do
     only = o.attnkit_only or config.args_source != pytest.Config.ArgsSource.ARGS  # no test paths named: grade only
     config.pluginmanager.register(Grader(impl, out, o.attnkit_seed, o.attnkit_timeout, only), "attnkit-grader")
 

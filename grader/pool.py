@@ -1,19 +1,19 @@
 """Starting one worker per problem, feeding it calls, and noticing hangs, crashes and exits.
 
-Workers are forked from the grader's process, which has imported torch and done no
-parallel work yet, so each worker starts in milliseconds with torch already loaded.
-Where fork is unavailable they are spawned (each then imports torch itself).
+Workers come from a multiprocessing forkserver that preloads torch and the worker code
+(grader/forkserver.py): each starts in milliseconds with torch loaded, and from a process
+that has never held the reference solutions, the hidden inputs' expected values or the
+grader's open files.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import signal
-import sys
 import tempfile
 import time
 from multiprocessing.connection import wait
 
+from .forkserver import bare_main, context
 from .wire import dumps, loads
 from .worker import serve
 
@@ -21,14 +21,15 @@ from .worker import serve
 class Worker:
     """One problem's worker process and everything it has reported."""
 
-    def __init__(self, ctx, impl_dir: str, module: str, symbol: str, timeout: float, others: list):
+    def __init__(self, ctx, impl_dir: str, module: str, symbol: str, timeout: float):
         self.conn, child = ctx.Pipe()
         fd, self.log_path = tempfile.mkstemp(prefix=f"attnkit-{module}-", suffix=".log")
         os.close(fd)
         self.proc = ctx.Process(
-            target=serve, args=(child, impl_dir, module, symbol, self.log_path, others), daemon=True
+            target=serve, args=(child, impl_dir, module, symbol, self.log_path), daemon=True
         )
-        self.proc.start()
+        with bare_main():
+            self.proc.start()
         child.close()
         self.timeout, self.deadline = timeout, time.monotonic() + timeout
         self.hello = self.loaded = None
@@ -122,10 +123,6 @@ class Worker:
             pass
 
 
-def context():
-    return mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-
-
 class Pool:
     """One worker per problem; `run_until_idle` waits for every worker to answer or fail."""
 
@@ -133,8 +130,7 @@ class Pool:
         ctx = context()
         self.workers: dict[str, Worker] = {}
         for pid, (module, symbol) in targets.items():
-            others = [w.conn for w in self.workers.values()]
-            self.workers[pid] = Worker(ctx, impl_dir, module, symbol, timeout, others)
+            self.workers[pid] = Worker(ctx, impl_dir, module, symbol, timeout)
 
     def wait_hello(self) -> None:
         """Every worker says hello (and whether it sees CUDA) before running any learner code."""

@@ -15,10 +15,8 @@ from .wire import dumps, loads
 PACKAGE = "attnkit_submission"
 
 
-def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, inherited: list) -> None:
+def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str) -> None:
     """Worker entry point: hello, read the calls, load the module, answer; more batches until None."""
-    for other in inherited:  # pipe ends of other workers, inherited through fork
-        other.close()
     _redirect_output(log_path)
     import torch
 
