@@ -37,3 +37,15 @@ def bare_main():
         yield
     finally:
         sys.modules["__main__"] = real
+
+
+def stop() -> None:
+    """Stop the forkserver and multiprocessing's resource tracker (both restart on demand).
+    Jupyter kernels need this: at shutdown ipykernel interrupts its children and waits for them,
+    and both ignore SIGINT by design, which would cost every kernel seconds."""
+    from multiprocessing import forkserver, resource_tracker
+
+    # Each module keeps one instance and offers no public way to stop it.
+    for server, pid in ((forkserver._forkserver, "_forkserver_pid"), (resource_tracker._resource_tracker, "_pid")):
+        if getattr(server, pid, None) is not None and hasattr(server, "_stop"):
+            server._stop()
