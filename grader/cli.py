@@ -27,8 +27,12 @@ def cmd_grade(args) -> int:
     from .report import failures, table
     from .term import fancy
 
-    impl = args.impl
+    from .submission import open_submission
+
+    impl, unpacked = open_submission(args.impl if args.impl is not None else _default_impl())
     out = json_path(args.json) if args.json else None
+    md = json_path(args.report, "--report") if args.report else None
+    junit = json_path(args.junit, "--junit") if args.junit else None
     plots = _plots_dir(args.plots) if args.plots else None
     seen = {}
 
@@ -43,7 +47,16 @@ def cmd_grade(args) -> int:
             "--problem-timeout", str(args.timeout if args.timeout is not None else DEFAULT_TIMEOUT)]
     if out:
         argv += ["--json", str(out)]
-    pytest.main(argv, plugins=[Capture()])
+    if junit:
+        argv += [f"--junitxml={junit}"]
+    from .sandbox import as_args
+
+    argv += as_args(args)
+    try:
+        pytest.main(argv, plugins=[Capture()])
+    finally:
+        if unpacked:
+            unpacked.cleanup()
     report = getattr(seen.get("grader"), "report", None)
     if report is None:
         raise BadInput("grading did not run: is attnkit installed (pip install -e .)? Its pytest plugin is missing")
@@ -53,12 +66,24 @@ def cmd_grade(args) -> int:
         print("\nWhat to fix:\n" + details)
     if out:
         print(f"\nJSON report: {out}")
+    if md:
+        from .interview import write
+
+        write(report, md, str(args.impl), ["grade", *sys.argv[2:]] if sys.argv[1:2] == ["grade"] else ["grade"])
+        print(f"interviewer's report: {md}")
     if plots:
         from .plots import write_plots
 
         for path in write_plots(report, plots):
             print(f"plot: {path}")
     return 0 if report.max_score > 0 and report.score == report.max_score else 1
+
+
+def add_limit_flags(p) -> None:
+    from .sandbox import add_flags
+
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="wall-clock limit per problem (default 30)")
+    add_flags(p.add_argument)
 
 
 def _plots_dir(path) -> Path:
@@ -74,6 +99,57 @@ def _plots_dir(path) -> Path:
     except OSError as exc:
         raise BadInput(f"--plots {path}: cannot create it ({exc.strerror})") from None
     return p
+
+
+def problem_list(text) -> list[str]:
+    """--problems ID,...: ids or unique prefixes, in track order; every unknown one is an error."""
+    from .learner import resolve
+    from .problems import ORDER
+
+    if not text:
+        return list(ORDER)
+    chosen = {resolve(name.strip()) for name in text.split(",") if name.strip()}
+    return [pid for pid in ORDER if pid in chosen]
+
+
+def cmd_batch(args) -> int:
+    from .batch import run
+    from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
+    from .sandbox import from_options
+
+    rows = run(args.submissions, args.out, workers=args.workers, force=args.force,
+               seed=args.seed if args.seed is not None else DEFAULT_SEED,
+               timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(args))
+    print(f"{len(rows)} submissions: results in {args.out} (grades.csv)")
+    return 0
+
+
+def cmd_gradescope(args) -> int:
+    from . import gradescope
+
+    if args.action == "run":
+        return gradescope.run(args.root)
+    if not args.out:
+        raise BadInput("gradescope build needs OUT.zip")
+    print(f"wrote {gradescope.build(args.out)}: upload it as the autograder (Configure Autograder, zip file)")
+    return 0
+
+
+def cmd_classroom(args) -> int:
+    from .classroom import init
+
+    print(f"wrote {init(args.directory, args.kit)}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .export import export
+
+    for path in export(args.directory, problem_list(args.problems)):
+        print(f"wrote {path}")
+    print(f"give the candidate {args.directory}; grade what comes back with `attnkit grade --impl submission.zip "
+          f"--report report.md`")
+    return 0
 
 
 def cmd_course(args) -> int:
@@ -104,12 +180,14 @@ def cmd_dev(args) -> int:
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="attnkit", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    g = sub.add_parser("grade", help="grade an implementation directory (default: exercises/)")
-    _impl_arg(g)
+    g = sub.add_parser("grade", help="grade an implementation directory or .zip (default: exercises/)")
+    g.add_argument("--impl", metavar="PATH", help="directory holding the problem modules, or a .zip of one")
     g.add_argument("--json", metavar="REPORT.json", help="also write the JSON report here")
     g.add_argument("--plots", metavar="DIR", help="write a PNG of the attention weights per failing check here")
     g.add_argument("--seed", type=int, help="seed of the hidden inputs (default: the kit's)")
-    g.add_argument("--timeout", type=float, metavar="SECONDS", help="wall-clock limit per problem (default 30)")
+    g.add_argument("--report", metavar="REPORT.md", help="write the interviewer's report (markdown) here")
+    g.add_argument("--junit", metavar="PATH.xml", help="write JUnit XML (one test case per check) here")
+    add_limit_flags(g)
     g.set_defaults(run=cmd_grade)
     from .learner import cmd_hint, cmd_list, cmd_reset, cmd_solution
 
@@ -133,6 +211,29 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("problem")
     _impl_arg(r)
     r.set_defaults(run=cmd_reset)
+    b = sub.add_parser("grade-batch", help="grade every submission (directory or .zip) in a folder")
+    b.add_argument("submissions", metavar="SUBMISSIONS_DIR")
+    b.add_argument("--out", required=True, metavar="DIR", help="one JSON per submission, and grades.csv")
+    b.add_argument("--workers", type=int, default=2, metavar="N", help="submissions graded at a time (default 2)")
+    b.add_argument("--force", action="store_true", help="grade again what is already in --out")
+    b.add_argument("--seed", type=int, help="seed of the hidden inputs (default: the kit's)")
+    add_limit_flags(b)
+    b.set_defaults(run=cmd_batch)
+    gs = sub.add_parser("gradescope", help="for courses on Gradescope: build the autograder, or run it")
+    gs.add_argument("action", choices=["build", "run"])
+    gs.add_argument("out", nargs="?", metavar="OUT.zip", help="build: the autograder zip to write")
+    gs.add_argument("--root", default="/autograder", help=argparse.SUPPRESS)
+    gs.set_defaults(run=cmd_gradescope)
+    cl = sub.add_parser("classroom", help="for GitHub Classroom: write the autograding workflow")
+    cl.add_argument("action", choices=["init"])
+    cl.add_argument("directory", metavar="DIR", help="the assignment's template repository")
+    cl.add_argument("--kit", default="attnkit", metavar="REQUIREMENT",
+                    help="how the workflow installs attnkit: a pip requirement (git URL, private index)")
+    cl.set_defaults(run=cmd_classroom)
+    e = sub.add_parser("export", help="for interviewers: write a candidate bundle (stubs, README, public checks)")
+    e.add_argument("directory", metavar="DIR")
+    e.add_argument("--problems", metavar="ID,...", help="which problems (default: all); a unique prefix works")
+    e.set_defaults(run=cmd_export)
     c = sub.add_parser("course", help="for instructors: make an nbgrader course")
     c.add_argument("action", choices=["init"])
     c.add_argument("directory", metavar="DIR")
@@ -149,12 +250,12 @@ def _impl_arg(p) -> None:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    if args.command in ("grade", "list", "watch", "solution", "dev"):
+    if args.command in ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev"):
         from .forkserver import warm_up
 
         warm_up()  # the workers' forkserver imports torch while we do
     try:
-        if hasattr(args, "impl"):
+        if hasattr(args, "impl") and args.command != "grade":
             args.impl = impl_dir(args.impl if args.impl is not None else _default_impl())
         return args.run(args)
     except BadInput as exc:

@@ -66,10 +66,10 @@ def reference(problem):
     return load_symbol(REFERENCE_DIR, problem.id, problem.symbol, "attnkit_reference")
 
 
-def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEFAULT_TIMEOUT) -> Report:
+def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEFAULT_TIMEOUT, limits=None) -> Report:
     impl = Path(impl).resolve()
     problems = [get(pid) for pid in problem_ids] if problem_ids else all_problems()
-    pool = Pool(str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout)
+    pool = Pool(str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout, limits)
     try:
         pool.wait_hello()
         cuda = any(w.hello and w.hello["cuda"] for w in pool.workers.values())

@@ -1,6 +1,7 @@
 """Load an implementation directory as a package, so siblings import each other relatively."""
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 import traceback
@@ -28,7 +29,7 @@ def load_symbol(directory: Path, module: str, symbol: str, package: str):
     directory = Path(directory)
     path = directory / f"{module}.py"
     if not path.is_file():
-        raise NotStarted(f"{path.name} not found in {directory}")
+        raise NotStarted(f"{path.name} not found in the submission")
     if package not in sys.modules:
         load_package(directory, package)
     dont_write = sys.dont_write_bytecode
@@ -46,6 +47,8 @@ def load_symbol(directory: Path, module: str, symbol: str, package: str):
 
 def describe_exception(exc: BaseException, directory: Path | None = None) -> str:
     """`Type: message (file.py:line)`, pointing at the deepest frame inside `directory`."""
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # RLIMIT_FSIZE on the worker's output
+        return "it printed more than the output limit allows (--output-limit)"
     text = f"{type(exc).__name__}: {exc}".rstrip(": ")
     if isinstance(exc, SyntaxError) and exc.filename:
         return f"{text} ({Path(exc.filename).name}:{exc.lineno})"

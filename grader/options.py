@@ -13,7 +13,7 @@ class BadInput(Exception):
 def impl_dir(path) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
-        raise BadInput(f"--impl {path}: no such directory")
+        raise BadInput(f"--impl {path}: no such file or directory")
     if not p.is_dir():
         raise BadInput(f"--impl {path}: not a directory")
     if not any((p / f"{pid}.py").is_file() for pid in ORDER):
@@ -21,19 +21,20 @@ def impl_dir(path) -> Path:
     return p.resolve()
 
 
-def json_path(path) -> Path:
+def json_path(path, flag: str = "--json") -> Path:
+    """A file the command will write: its folder exists and it can really be written."""
     p = Path(path).expanduser()
     parent = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
-        raise BadInput(f"--json {path}: is a directory")
+        raise BadInput(f"{flag} {path}: is a directory")
     if not parent.is_dir():
-        raise BadInput(f"--json {path}: directory {parent} does not exist")
+        raise BadInput(f"{flag} {path}: directory {parent} does not exist")
     existed = p.exists()
     try:  # a real test: permission bits do not tell for root, read-only mounts or /proc
         with open(p, "a"):
             pass
     except OSError as exc:
-        raise BadInput(f"--json {path}: not writable ({exc.strerror})") from None
+        raise BadInput(f"{flag} {path}: not writable ({exc.strerror})") from None
     if not existed:
         p.unlink()
     return p

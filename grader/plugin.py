@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from . import ROOT
-from .options import BadInput, impl_dir, json_path
+from .options import BadInput, json_path
 
 from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
 
@@ -31,6 +31,9 @@ def pytest_addoption(parser):
     group.addoption("--problem-timeout", dest="attnkit_timeout", type=float, default=DEFAULT_TIMEOUT,
                     metavar="SECONDS", help="wall-clock limit for each problem's worker")
     group.addoption("--attnkit-only", action="store_true", help="grade only; collect no test files")
+    from .sandbox import add_flags
+
+    add_flags(group.addoption)
 
 
 def pytest_configure(config):
@@ -40,16 +43,22 @@ def pytest_configure(config):
     default_run = config.getini("attnkit_grade") and config.args_source == pytest.Config.ArgsSource.TESTPATHS
     if not (explicit or default_run):
         return  # `pytest tests`, or another project: the plugin stays out of the way
+    from .submission import open_submission
+
     try:
-        impl = impl_dir(o.impl if o.impl is not None else config.rootpath / "exercises")
+        impl, unpacked = open_submission(o.impl if o.impl is not None else config.rootpath / "exercises")
         out = json_path(o.attnkit_json) if o.attnkit_json else None
     except BadInput as exc:
         raise pytest.UsageError(f"attnkit: {exc}") from None
+    config._attnkit_unpacked = unpacked  # a zip's temporary directory lives as long as the session
     from .forkserver import warm_up
 
     warm_up()  # the workers' forkserver imports torch while pytest and the grader do
     only = o.attnkit_only or config.args_source != pytest.Config.ArgsSource.ARGS  # no test paths named: grade only
-    config.pluginmanager.register(Grader(impl, out, o.attnkit_seed, o.attnkit_timeout, only), "attnkit-grader")
+    from .sandbox import from_options
+
+    grader = Grader(impl, out, o.attnkit_seed, o.attnkit_timeout, only, from_options(o))
+    config.pluginmanager.register(grader, "attnkit-grader")
 
 
 class CheckFailed(Exception):
@@ -69,6 +78,7 @@ class CheckItem(pytest.Item):
 
     def runtest(self):
         result = self.grader.check_result(self.problem, self.check)
+        self.user_properties.append(("points", f"{result.score:g}/{result.max_score:g}"))
         if result.status == "skipped":
             pytest.skip(result.message)
         if result.status != "passed":
@@ -86,8 +96,9 @@ class CheckItem(pytest.Item):
 class Grader:
     """Adds the graded items, grades lazily once, prints the table, writes the JSON."""
 
-    def __init__(self, impl: Path, json_out: Path | None, seed: int, timeout: float, only: bool):
+    def __init__(self, impl: Path, json_out: Path | None, seed: int, timeout: float, only: bool, limits=None):
         self.impl, self.json_out, self.seed, self.timeout, self.only = impl, json_out, seed, timeout, only
+        self.limits = limits
         self.selected: list[str] = []
         self.report = None
 
@@ -124,7 +135,7 @@ class Grader:
         if self.report is None:
             from .grading import grade
 
-            self.report = grade(self.impl, self.selected, seed=self.seed, timeout=self.timeout)
+            self.report = grade(self.impl, self.selected, seed=self.seed, timeout=self.timeout, limits=self.limits)
         return next(c for c in self.report.problem(problem).checks if c.id == check)
 
     def pytest_terminal_summary(self, terminalreporter):

@@ -14,6 +14,7 @@ import time
 from multiprocessing.connection import wait
 
 from .forkserver import bare_main, context
+from .sandbox import Limits, hidden_paths, kill_all
 from .wire import dumps, loads
 from .worker import serve
 
@@ -21,12 +22,12 @@ from .worker import serve
 class Worker:
     """One problem's worker process and everything it has reported."""
 
-    def __init__(self, ctx, impl_dir: str, module: str, symbol: str, timeout: float):
+    def __init__(self, ctx, impl_dir: str, module: str, symbol: str, timeout: float, limits, hide):
         self.conn, child = ctx.Pipe()
         fd, self.log_path = tempfile.mkstemp(prefix=f"attnkit-{module}-", suffix=".log")
         os.close(fd)
         self.proc = ctx.Process(
-            target=serve, args=(child, impl_dir, module, symbol, self.log_path), daemon=True
+            target=serve, args=(child, impl_dir, module, symbol, self.log_path, limits, hide), daemon=True
         )
         with bare_main():
             self.proc.start()
@@ -107,6 +108,7 @@ class Worker:
         return f"; its last output:\n{text}" if text else ""
 
     def close(self) -> None:
+        """Stop the worker and every process it started; nothing of it outlives the grading."""
         if self.proc.is_alive():
             try:
                 self.conn.send_bytes(dumps(None))
@@ -116,6 +118,8 @@ class Worker:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join()
+        hello = self.hello or {}
+        kill_all(hello.get("uid"), hello.get("pid"))
         self.conn.close()
         try:
             os.unlink(self.log_path)
@@ -126,11 +130,11 @@ class Worker:
 class Pool:
     """One worker per problem; `run_until_idle` waits for every worker to answer or fail."""
 
-    def __init__(self, impl_dir: str, targets: dict[str, tuple[str, str]], timeout: float):
-        ctx = context()
+    def __init__(self, impl_dir: str, targets: dict[str, tuple[str, str]], timeout: float, limits: Limits | None = None):
+        ctx, hide = context(), hidden_paths()
         self.workers: dict[str, Worker] = {}
         for pid, (module, symbol) in targets.items():
-            self.workers[pid] = Worker(ctx, impl_dir, module, symbol, timeout)
+            self.workers[pid] = Worker(ctx, impl_dir, module, symbol, timeout, limits or Limits(), hide)
 
     def wait_hello(self) -> None:
         """Every worker says hello (and whether it sees CUDA) before running any learner code."""

@@ -73,4 +73,7 @@ def to_json(report: Report) -> dict:
 
 
 def write_json(report: Report, path: Path) -> None:
-    Path(path).write_text(json.dumps(to_json(report), indent=2) + "\n")
+    """Atomically: a reader (or a hostile process) never sees a half-written report."""
+    tmp = Path(path).with_name(Path(path).name + ".tmp")
+    tmp.write_text(json.dumps(to_json(report), indent=2) + "\n")
+    tmp.replace(path)

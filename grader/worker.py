@@ -15,29 +15,36 @@ from .wire import dumps, loads
 PACKAGE = "attnkit_submission"
 
 
-def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str) -> None:
-    """Worker entry point: hello, read the calls, load the module, answer; more batches until None."""
+def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, limits, hide: list) -> None:
+    """Worker entry point: sandbox, hello, read the calls, load the module, answer; more batches until None."""
     _redirect_output(log_path)
     import torch
 
+    from . import harness, sandbox
+
     torch.set_num_threads(1)
-    sys.path.append(impl_dir)  # lenient: plain `import masked_softmax` works too
-    conn.send_bytes(dumps({"hello": {"cuda": torch.cuda.is_available(), "pid": os.getpid()}}))
+    cuda = torch.cuda.is_available()
+    try:
+        work, uid = sandbox.enter(impl_dir, limits, hide)
+    except Exception as exc:  # noqa: BLE001 - fail closed: no learner code runs unsandboxed
+        conn.send_bytes(dumps({"hello": {"cuda": cuda, "pid": os.getpid(), "uid": None}}))
+        conn.send_bytes(dumps({"loaded": f"the grader could not sandbox this submission ({exc})"}))
+        return
+    conn.send_bytes(dumps({"hello": {"cuda": cuda, "pid": os.getpid(), "uid": uid}}))
+    sys.path.append(work)  # lenient: plain `import masked_softmax` works too
     try:
         calls = loads(conn.recv_bytes())  # read the first batch before any learner code runs
     except EOFError:
         return
     try:
-        target = load_symbol(Path(impl_dir), module, symbol, PACKAGE)
+        target = load_symbol(Path(work), module, symbol, PACKAGE)
     except NotStarted as exc:
         conn.send_bytes(dumps({"loaded": str(exc)}))
         return
     conn.send_bytes(dumps({"loaded": None}))
-    from .harness import execute
-
     while calls is not None:
         for call in calls:
-            conn.send_bytes(dumps({"key": call["key"], "result": _run(execute, call, target, impl_dir)}))
+            conn.send_bytes(dumps({"key": call["key"], "result": _run(harness.execute, call, target, work)}))
         try:
             calls = loads(conn.recv_bytes())
         except EOFError:

@@ -80,7 +80,7 @@ def test_pytest_shows_check_messages_not_tracebacks(tmp_path):
 
 
 @pytest.mark.parametrize("args,expected", [
-    (["--impl", "no/such/dir"], "--impl no/such/dir: no such directory"),
+    (["--impl", "no/such/dir"], "--impl no/such/dir: no such file or directory"),
     (["--impl", "README.md"], "not a directory"),
     (["--impl", "tests"], "none of the problem files is there"),
     (["--impl", "solutions", "--json", "/no/such/dir/r.json"], "does not exist"),

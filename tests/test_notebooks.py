@@ -73,7 +73,7 @@ def test_learner_notebook_runs_top_to_bottom_with_the_reference_filled_in(proble
     text = outputs_text(nb)
     total = f"{problem.max_points - problem.points.get('cuda', 0) - problem.points.get('cuda_half', 0)}"
     assert f"{problem.id:<44}passed" in text and f"{total}/{total}" in text
-    assert "FAIL" not in text and "ok  masked weights are 0 and rows sum to 1" in text
+    assert "FAIL" not in text and "ok  shapes and weight sums on the fixed example" in text
     weights_cell = next(c for c in nb.cells if "show_weights" in c.source)
     assert any("image/png" in o.get("data", {}) for o in weights_cell.outputs)
 

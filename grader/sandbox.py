@@ -1,0 +1,174 @@
+"""The worker's sandbox, entered before any learner code runs.
+
+Always: a new session (its process group is killed at the end), resource limits (CPU time,
+memory, output, processes), a scrubbed environment, and a private copy of the submission
+as the working directory. As root (a container, a CI runner), also: a private mount
+namespace in which the reference solutions, the grader's files, the kit's tests and state,
+and every shared temporary directory are hidden behind empty tmpfs mounts; then a drop to a
+unique unprivileged uid with no way to regain privileges, so the worker can neither read
+the references nor write anything of the grader's or the learner's, and every process it
+starts is found by uid and killed when grading ends. Without root those two layers are
+skipped, which `isolation()` reports.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+CLONE_NEWNS, MS_RDONLY, MS_REC, MS_PRIVATE, PR_SET_NO_NEW_PRIVS = 0x00020000, 1, 16384, 1 << 18, 38
+SUBMISSION = "/tmp/attnkit-submission"
+UID_BASE = 200000  # worker uid = UID_BASE + its pid: unique among live processes
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-worker limits; the flags of `attnkit grade` and `grade-batch` set them."""
+
+    cpu_seconds: int = 60
+    memory_mb: int = 4096
+    output_kb: int = 1024
+    processes: int = 64
+    submission_mb: int = 20
+
+
+# (Limits field, command-line flag, metavar, meaning): `attnkit grade`, `grade-batch` and the pytest plugin
+FLAGS = (("cpu_seconds", "--cpu-limit", "SECONDS", "CPU seconds per problem's worker"),
+         ("memory_mb", "--memory-limit", "MB", "memory per worker"),
+         ("output_kb", "--output-limit", "KB", "what a worker may print"))
+
+
+def add_flags(add) -> None:
+    """Declare the limit flags with `add(flag, dest=..., ...)` (argparse's or pytest's addoption)."""
+    for field, flag, metavar, text in FLAGS:
+        add(flag, dest=f"limit_{field}", type=int, default=None, metavar=metavar,
+            help=f"{text} (default {getattr(Limits(), field)})")
+
+
+def from_options(options) -> Limits:
+    return Limits(**{f: getattr(options, f"limit_{f}") for f, *_ in FLAGS if getattr(options, f"limit_{f}", None) is not None})
+
+
+def as_args(options) -> list[str]:
+    return [a for f, flag, *_ in FLAGS if getattr(options, f"limit_{f}", None) is not None
+            for a in (flag, str(getattr(options, f"limit_{f}")))]
+
+
+def hidden_paths() -> list[str]:
+    from . import ROOT
+
+    grader_dir = Path(__file__).resolve().parent
+    kit = [ROOT / "solutions", ROOT / "tests", ROOT / ".attnkit", grader_dir]
+    return [str(p) for p in kit if p.exists()]
+
+
+def isolation() -> str:
+    return "full (root: private mounts, unprivileged uid)" if os.geteuid() == 0 else \
+        "partial (not root: limits, scrubbed environment, private copy; the kit's files stay readable)"
+
+
+def enter(impl_dir: str, limits: Limits, hide: list[str]) -> tuple[str, int | None]:
+    """Sandbox this process; returns (the submission copy's path, the uid now used or None)."""
+    os.setsid()
+    files = _read(Path(impl_dir), limits)
+    root = os.geteuid() == 0
+    if root:
+        _private_mounts(hide, SHARED_TMP)
+    work = Path(SUBMISSION if root else _mkdtemp())
+    work.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (work / name).write_bytes(data)
+    uid = None
+    if root:
+        uid = UID_BASE + os.getpid()
+        for p in [work, *work.iterdir()]:
+            os.chown(p, uid, uid)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    os.environ.clear()
+    os.environ.update(PATH="/usr/bin:/bin", HOME=str(work), LANG="C.UTF-8", OMP_NUM_THREADS="1",
+                      PYTHONDONTWRITEBYTECODE="1")
+    _limit(limits)
+    os.chdir(work)
+    return str(work), uid
+
+
+def _read(impl: Path, limits: Limits) -> dict[str, bytes]:
+    """The submission's top-level regular files (no links), within the size limit."""
+    out, total = {}, 0
+    for p in sorted(impl.iterdir()):
+        if p.is_file() and not p.is_symlink():
+            data = p.read_bytes()
+            total += len(data)
+            if total > limits.submission_mb << 20:
+                raise OSError(f"the submission is larger than {limits.submission_mb} MB")
+            out[p.name] = data
+    return out
+
+
+def _mkdtemp() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="attnkit-submission-")
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _private_mounts(hidden: list[str], scratch) -> None:
+    """Kit paths become empty and read-only; shared temporary directories become private and empty."""
+    libc = _libc()
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "making mounts private failed")
+    for paths, flags, options in ((hidden, MS_RDONLY, b"size=1m,mode=0555"), (scratch, 0, b"size=64m,mode=1777")):
+        for path in paths:
+            if os.path.isdir(path) and libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, options) != 0:
+                raise OSError(ctypes.get_errno(), f"hiding {path} failed")
+
+
+def _limit(limits: Limits) -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # too much output: a write error, not a kill
+    for name, value in (("RLIMIT_CPU", limits.cpu_seconds), ("RLIMIT_DATA", limits.memory_mb << 20),
+                        ("RLIMIT_FSIZE", limits.output_kb << 10), ("RLIMIT_NPROC", limits.processes),
+                        ("RLIMIT_CORE", 0)):
+        if name == "RLIMIT_NPROC" and os.getuid() != 0 and os.getuid() < UID_BASE:
+            continue  # per-uid: only meaningful for our own unique uid
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def kill_all(uid: int | None, pgid: int | None) -> None:
+    """Kill every process the worker left: by its unique uid (root), else by its process group."""
+    if pgid:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass
+    if uid is None:
+        return
+    for _ in range(50):
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/status") as f:
+                    uids = next(line for line in f if line.startswith("Uid:")).split()[1:]
+                if str(uid) in uids:
+                    found = True
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, StopIteration, ValueError):
+                continue
+        if not found:
+            return
+        import time
+
+        time.sleep(0.02)

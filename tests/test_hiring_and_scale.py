@@ -1,0 +1,220 @@
+"""Hiring (export, zip, interviewer's report), batches, Gradescope, GitHub Classroom, JUnit."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from xml.etree import ElementTree
+
+import jsonschema
+import pytest
+import yaml
+
+from conftest import SOLUTIONS, make_impl
+from grader import ROOT
+from grader.mistakes import wrong_source
+from grader.problems import all_problems, get
+from test_notebooks import solution_lines
+
+HIDDEN_CODE = ["def check_", "valid_mask", "group_base", "mismatch(", "as_reference", "Recognised mistake",
+               "draw_configs", "amplify", "SCORE_BOUND"]
+GRADESCOPE_SCHEMA = {  # the fields Gradescope reads from results.json
+    "type": "object", "required": ["tests"],
+    "properties": {
+        "score": {"type": "number"}, "output": {"type": "string"}, "stdout_visibility": {"enum": ["hidden", "visible"]},
+        "tests": {"type": "array", "items": {"type": "object", "required": ["name", "score", "max_score"],
+                                             "properties": {"name": {"type": "string"}, "score": {"type": "number"},
+                                                            "max_score": {"type": "number"},
+                                                            "status": {"enum": ["passed", "failed"]},
+                                                            "output": {"type": "string"},
+                                                            "visibility": {"enum": ["visible", "hidden", "after_due_date",
+                                                                                    "after_published"]}}}},
+    },
+}
+
+
+def attnkit(*args, cwd=ROOT, env=None):
+    return subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env=env)
+
+
+def zip_dir(folder: Path, archive: Path, prefix: str = "") -> Path:
+    with zipfile.ZipFile(archive, "w") as z:
+        for f in sorted(folder.glob("*.py")):
+            z.write(f, f"{prefix}{f.name}")
+    return archive
+
+
+def test_export_bundle_has_no_solution_and_no_hidden_check(tmp_path):
+    r = attnkit("export", str(tmp_path / "bundle"))
+    assert r.returncode == 0, r.stderr
+    files = {p: p.read_text() for p in (tmp_path / "bundle").rglob("*") if p.is_file()}
+    names = {str(p.relative_to(tmp_path / "bundle")) for p in files}
+    assert names == {"README.md", "test_public.py", "submission/__init__.py",
+                     *(f"submission/{p.id}.py" for p in all_problems())}
+    text = "\n".join(files.values())
+    for p in all_problems():
+        for line in solution_lines(p.id):
+            assert line not in text, line
+        for m in p.mistakes:  # the catalogue (how wrong variants are made) is hidden too
+            assert all(new not in text for _, new in m.patch if len(new) > 25), m.id
+    for needle in HIDDEN_CODE:
+        assert needle not in text, needle
+    tree = __import__("ast").parse(files[tmp_path / "bundle" / "test_public.py"])
+    imported = {n.names[0].name.split(".")[0] for n in tree.body if isinstance(n, __import__("ast").Import)}
+    imported |= {n.module.split(".")[0] for n in tree.body if isinstance(n, __import__("ast").ImportFrom)}
+    assert imported <= {"importlib", "pytest", "torch"}, imported
+
+
+def run_public(bundle: Path):
+    """The candidate's command, with attnkit's own pytest plugin switched off."""
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:attnkit", "-p", "no:cacheprovider",
+                           "test_public.py"], cwd=bundle, capture_output=True, text=True, timeout=300)
+
+
+def test_public_checks_fail_on_stubs_and_pass_on_solutions(tmp_path):
+    bundle = tmp_path / "bundle"
+    assert attnkit("export", str(bundle), "--problems", "masked,additive").returncode == 0
+    stubs = run_public(bundle)
+    assert stubs.returncode == 1 and "2 failed" in stubs.stdout and "NotImplementedError" in stubs.stdout
+    for pid in ("masked_softmax", "additive_attention"):
+        (bundle / "submission" / f"{pid}.py").write_text((SOLUTIONS / f"{pid}.py").read_text())
+    assert run_public(bundle).returncode == 0
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["export", "{tmp}/b", "--problems", "additive"], "needs masked_softmax: add it"),
+    (["export", "{tmp}/b", "--problems", "nope"], "unknown problem 'nope'"),
+    (["export", "{root}"], "exists and is not empty"),
+])
+def test_export_bad_input(tmp_path, args, expected):
+    r = attnkit(*[a.format(tmp=tmp_path, root=ROOT) for a in args])
+    assert r.returncode == 2 and expected in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_zip_submission_and_interviewers_report(tmp_path):
+    p = get("luong_attention")
+    wrong = wrong_source(p, next(m for m in p.mistakes if m.id == "scale_by_d"))
+    folder = make_impl(tmp_path / "cand", {"luong_attention.py": wrong})
+    archive = zip_dir(folder, tmp_path / "submission.zip", prefix="submission/")
+    report = tmp_path / "report.md"
+    r = attnkit("grade", "--impl", str(archive), "--report", str(report), "--seed", "7")
+    assert r.returncode == 1, r.stderr
+    md = report.read_text()
+    assert "| `luong_attention` | failed |" in md and "**scale_by_d**" in md
+    assert "attnkit grade --impl" in md and "--seed 7" in md and "submission.zip" in md
+    again = attnkit("grade", "--impl", str(archive), "--json", str(tmp_path / "r.json"), "--seed", "7")
+    assert json.loads((tmp_path / "r.json").read_text())["score"] == float(md.split("**")[1].split(" / ")[0])
+    assert again.returncode == 1
+
+
+@pytest.mark.parametrize("member,expected", [
+    ("../escape.py", "would land outside the submission"),
+    ("/abs.py", "would land outside the submission"),
+])
+def test_unsafe_zips_are_refused(tmp_path, member, expected):
+    archive = tmp_path / "bad.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(member, "x = 1")
+    r = attnkit("grade", "--impl", str(archive))
+    assert r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr
+
+
+def test_zip_bomb_is_refused(tmp_path):
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("masked_softmax.py", "#" * (60 << 20))
+    r = attnkit("grade", "--impl", str(archive))
+    assert r.returncode == 2 and "MB when unpacked" in r.stderr
+
+
+def test_batch_grades_everything_resumes_and_survives_bad_submissions(tmp_path):
+    subs = tmp_path / "subs"
+    make_impl(subs / "good")
+    make_impl(subs / "stub", {f"{p.id}.py": "raise NotImplementedError\n" for p in all_problems()}, base=None)
+    make_impl(subs / "hang", {"additive_attention.py": "while True:\n    pass\n"})
+    zip_dir(SOLUTIONS, subs / "zipped.zip")
+    (subs / "broken.zip").write_text("not a zip")
+    (subs / "notes.txt").write_text("ignored")
+    out = tmp_path / "results"
+    r = attnkit("grade-batch", str(subs), "--out", str(out), "--timeout", "3")
+    assert r.returncode == 0, r.stderr
+    rows = {row["submission"]: row for row in csv.DictReader((out / "grades.csv").open())}
+    full = str(sum(v for p in all_problems() for k, v in p.points.items() if not k.startswith("cuda")))
+    assert rows["good"]["total"] == rows["zipped"]["total"] == full
+    assert rows["stub"]["total"] == "0" and rows["hang"]["additive_attention"] == "0" and rows["hang"]["luong_attention"] == "18"
+    assert "not a valid zip" in rows["broken"]["error"] and "notes" not in rows
+    assert json.loads((out / "good.json").read_text())["score"] == float(full)
+    before = (out / "good.json").stat().st_mtime_ns
+    again = attnkit("grade-batch", str(subs), "--out", str(out))
+    assert again.returncode == 0 and (out / "good.json").stat().st_mtime_ns == before  # skipped, not regraded
+    forced = attnkit("grade-batch", str(subs), "--out", str(out), "--force", "--timeout", "3")
+    assert forced.returncode == 0 and (out / "good.json").stat().st_mtime_ns != before
+
+
+def test_batch_of_nothing_is_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    r = attnkit("grade-batch", str(tmp_path / "empty"), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "no submissions" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_gradescope_autograder_runs_and_writes_valid_results(tmp_path):
+    assert attnkit("gradescope", "build", str(tmp_path / "autograder.zip")).returncode == 0
+    with zipfile.ZipFile(tmp_path / "autograder.zip") as z:
+        z.extractall(tmp_path / "source")
+        names = z.namelist()
+    assert {"setup.sh", "run_autograder", "attnkit/solutions/masked_softmax.py", "attnkit/grader/grading.py"} <= set(names)
+    root = tmp_path / "autograder"
+    p = get("additive_attention")
+    make_impl(root / "submission" / "uploaded", {"additive_attention.py": wrong_source(p, p.mistakes[0])})
+    env = dict(os.environ, AUTOGRADER_ROOT=str(root), PYTHON=sys.executable)
+    r = subprocess.run(["bash", str(tmp_path / "source" / "run_autograder")], env=env, capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+    jsonschema.validate(results, GRADESCOPE_SCHEMA)
+    failed = [t for t in results["tests"] if t["status"] == "failed"]
+    assert failed and all(t["name"].startswith("additive_attention") for t in failed)
+    assert results["score"] == sum(t["score"] for t in results["tests"])
+    assert all("called " not in t["output"] and "expected" not in t["output"] for t in results["tests"])  # no inputs
+    assert any(f"Recognised mistake [{p.mistakes[0].id}]" in t["output"] for t in failed)
+
+
+def test_gradescope_empty_submission_still_gets_results(tmp_path):
+    (tmp_path / "submission").mkdir()
+    r = attnkit("gradescope", "run", "--root", str(tmp_path))
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert r.returncode == 0 and results["score"] == 0 and "Upload the problem files" in results["output"]
+
+
+def test_classroom_workflow_gives_every_check_its_points(tmp_path):
+    assert attnkit("classroom", "init", str(tmp_path), "--kit", "git+https://example.org/attnkit.git").returncode == 0
+    wf = yaml.safe_load((tmp_path / ".github" / "workflows" / "classroom.yml").read_text())
+    steps = wf["jobs"]["grade"]["steps"]
+    graded = [s for s in steps if s.get("uses", "").startswith("classroom-resources/autograding-command-grader")]
+    cpu = {(p.id, c): v for p in all_problems() for c, v in p.points.items() if not c.startswith("cuda")}
+    assert sum(s["with"]["max-score"] for s in graded) == sum(cpu.values())
+    assert len(graded) == len(cpu)
+    assert "git+https://example.org/attnkit.git" in steps[2]["run"]
+    reporter = steps[-1]
+    assert reporter["with"]["runners"].split(",") == [s["id"] for s in graded]
+
+
+def test_classroom_step_command_grades_exactly_one_check(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "pytest", "--impl", str(SOLUTIONS), "-q", "-k",
+                        "luong_attention and masking", "--json", str(tmp_path / "r.json")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "1 passed" in r.stdout
+    assert [p["id"] for p in json.loads((tmp_path / "r.json").read_text())["problems"]] == ["luong_attention"]
+
+
+def test_junit_xml_has_one_case_per_check_with_points(tmp_path):
+    r = attnkit("grade", "--impl", str(SOLUTIONS), "--junit", str(tmp_path / "j.xml"))
+    assert r.returncode == 0
+    cases = ElementTree.parse(tmp_path / "j.xml").getroot().iter("testcase")
+    points = {c.get("name"): c.find("properties/property[@name='points']").get("value") for c in cases}
+    assert points["parity_float64"] and len(points) >= 10
