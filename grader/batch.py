@@ -9,6 +9,7 @@ are loaded once), with N submissions graded at a time, each in its own sandboxed
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 import sys
@@ -16,9 +17,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from .files import atomic_write
 from .options import BadInput
 from .problems import ORDER
-from .report import to_json, write_json
+from .report import to_json
 from .submission import open_submission
 
 
@@ -89,15 +91,13 @@ def run(folder, out, workers: int = 2, force: bool = False, **grading) -> dict[s
 
 
 def write_json_dict(data: dict, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
 
 
 def write_csv(rows: dict, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
+    buf = io.StringIO()
+    if True:
+        w = csv.writer(buf)
         w.writerow(["submission", *ORDER, "total", "max_total", "error"])
         for name in sorted(rows):
             r = rows[name]
@@ -105,7 +105,6 @@ def write_csv(rows: dict, path: Path) -> None:
             w.writerow([name, *[f"{scores[p]:g}" if p in scores else "" for p in ORDER],
                         f"{r['score']:g}" if "score" in r else "", f"{r['max_score']:g}" if "max_score" in r else "",
                         r.get("error", "")])
-    tmp.replace(path)
+    atomic_write(path, buf.getvalue())
 
 
-__all__ = ["run", "write_json", "submissions"]

@@ -67,6 +67,6 @@ def markdown(report, submission: str, argv: list[str]) -> str:
 
 
 def write(report, path: Path, submission: str, argv: list[str]) -> None:
-    tmp = Path(path).with_name(Path(path).name + ".tmp")
-    tmp.write_text(markdown(report, submission, argv))
-    tmp.replace(path)
+    from .files import atomic_write
+
+    atomic_write(path, markdown(report, submission, argv))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .files import atomic_write
 from .grading import Report
 from .term import bar, paint
 
@@ -74,6 +75,4 @@ def to_json(report: Report) -> dict:
 
 def write_json(report: Report, path: Path) -> None:
     """Atomically: a reader (or a hostile process) never sees a half-written report."""
-    tmp = Path(path).with_name(Path(path).name + ".tmp")
-    tmp.write_text(json.dumps(to_json(report), indent=2) + "\n")
-    tmp.replace(path)
+    atomic_write(path, json.dumps(to_json(report), indent=2) + "\n")

@@ -76,9 +76,10 @@ def enter(impl_dir: str, limits: Limits, hide: list[str]) -> tuple[str, int | No
     os.setsid()
     files = _read(Path(impl_dir), limits)
     root = os.geteuid() == 0
+    scratch = [d for d in SHARED_TMP if not any(_under(p, d) for p in _needed())] if root else []
     if root:
-        _private_mounts(hide, SHARED_TMP)
-    work = Path(SUBMISSION if root else _mkdtemp())
+        _private_mounts(hide, scratch)
+    work = Path(SUBMISSION if "/tmp" in scratch else _mkdtemp())
     work.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         (work / name).write_bytes(data)
@@ -112,6 +113,19 @@ def _read(impl: Path, limits: Limits) -> dict[str, bytes]:
     return out
 
 
+def _needed() -> list[str]:
+    """What the worker must still read after the mounts: the interpreter and its packages."""
+    import sys
+    import sysconfig
+
+    return [sys.prefix, sys.base_prefix, *(sysconfig.get_paths().values()), *[p for p in sys.path if p]]
+
+
+def _under(path: str, directory: str) -> bool:
+    return os.path.realpath(path) == os.path.realpath(directory) or \
+        os.path.realpath(path).startswith(os.path.realpath(directory) + os.sep)
+
+
 def _mkdtemp() -> str:
     import tempfile
 
@@ -123,13 +137,14 @@ def _libc():
 
 
 def _private_mounts(hidden: list[str], scratch) -> None:
-    """Kit paths become empty and read-only; shared temporary directories become private and empty."""
+    """Shared temporary directories become private and empty, then kit paths empty and read-only
+    (the order matters: a kit inside /tmp is then simply gone)."""
     libc = _libc()
     if libc.unshare(CLONE_NEWNS) != 0:
         raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
     if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         raise OSError(ctypes.get_errno(), "making mounts private failed")
-    for paths, flags, options in ((hidden, MS_RDONLY, b"size=1m,mode=0555"), (scratch, 0, b"size=64m,mode=1777")):
+    for paths, flags, options in ((scratch, 0, b"size=64m,mode=1777"), (hidden, MS_RDONLY, b"size=1m,mode=0555")):
         for path in paths:
             if os.path.isdir(path) and libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, options) != 0:
                 raise OSError(ctypes.get_errno(), f"hiding {path} failed")

@@ -14,7 +14,9 @@ MAX_MEMBERS = 1000
 
 
 def open_submission(path, label: str = "--impl") -> tuple[Path, tempfile.TemporaryDirectory | None]:
-    """(the directory to grade, a temporary directory to clean up or None)."""
+    """(the directory to grade, a temporary directory to clean up or None). An explicit --impl
+    directory must hold the files itself; a zip, or an uploaded folder (batch, Gradescope), may
+    hold them a folder or two down."""
     p = Path(path).expanduser()
     if p.is_file() and p.suffix.lower() == ".zip":
         tmp = tempfile.TemporaryDirectory(prefix="attnkit-zip-")
@@ -29,7 +31,7 @@ def open_submission(path, label: str = "--impl") -> tuple[Path, tempfile.Tempora
     try:
         return impl_dir(p), None
     except BadInput as exc:
-        if p.is_dir():  # the files may sit one or two folders down (an uploaded folder)
+        if p.is_dir() and not label.startswith("--"):  # an upload: the files may sit a folder or two down
             try:
                 return _find_root(p, p, label), None
             except BadInput:

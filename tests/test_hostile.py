@@ -3,6 +3,7 @@ clear reason, the other problems are graded normally, no file changes, no proces
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -29,9 +30,9 @@ ATTACKS = {
     "read_solutions": (f"open({str(ROOT / 'solutions' / 'additive_attention.py')!r}).read()\n", "FileNotFoundError"),
     "import_reference_package": ("from attnkit_reference.additive_attention import AdditiveAttention\n",
                                  "No module named 'attnkit_reference'"),
-    "overwrite_grader": (f"open({str(ROOT / 'grader' / 'checks.py')!r}, 'w').write('')\n", "Read-only file system"),
+    "overwrite_grader": (f"open({str(ROOT / 'grader' / 'checks.py')!r}, 'w').write('')\n", "Read-only file system|No such file"),
     "overwrite_solutions": (f"open({str(ROOT / 'solutions' / 'masked_softmax.py')!r}, 'a').write('#')\n",
-                            "Read-only file system"),
+                            "Read-only file system|No such file"),
     "background_processes": (
         "import os, subprocess\n"
         f"subprocess.Popen(['sleep', '300', '{MARKER}'], start_new_session=True)\n"
@@ -66,7 +67,7 @@ def test_hostile_submission(tmp_path, attack):
     attacked = report.problem("additive_attention")
     assert attacked.score == 0 and attacked.status in ("failed", "not_started")
     text = "\n".join(c.message for c in attacked.checks)
-    assert reason in text, text[:2000]
+    assert re.search(reason, text), text[:2000]
     for p in report.problems:
         if p.id != "additive_attention":
             assert p.status == "passed", (p.id, [c.message for c in p.checks if c.status == "failed"][:1])
