@@ -95,16 +95,14 @@ def write_json_dict(data: dict, path: Path) -> None:
 
 
 def write_csv(rows: dict, path: Path) -> None:
+    """One row per submission, one column per problem, the total; rewritten whole, atomically."""
     buf = io.StringIO()
-    if True:
-        w = csv.writer(buf)
-        w.writerow(["submission", *ORDER, "total", "max_total", "error"])
-        for name in sorted(rows):
-            r = rows[name]
-            scores = {p["id"]: p["score"] for p in r.get("problems", [])}
-            w.writerow([name, *[f"{scores[p]:g}" if p in scores else "" for p in ORDER],
-                        f"{r['score']:g}" if "score" in r else "", f"{r['max_score']:g}" if "max_score" in r else "",
-                        r.get("error", "")])
+    w = csv.writer(buf)
+    w.writerow(["submission", *ORDER, "total", "max_total", "error"])
+    for name in sorted(rows):
+        r = rows[name]
+        scores = {p["id"]: p["score"] for p in r.get("problems", [])}
+        w.writerow([name, *[f"{scores[p]:g}" if p in scores else "" for p in ORDER],
+                    f"{r['score']:g}" if "score" in r else "", f"{r['max_score']:g}" if "max_score" in r else "",
+                    r.get("error", "")])
     atomic_write(path, buf.getvalue())
-
-

@@ -9,16 +9,9 @@ from typing import Callable
 import torch
 
 from .compare import STABILITY, argmax_index, mismatch, tolerance
-from .describe import call_text, ctor_text, error_text
+from .context import Failed, compare_all, valid_mask
+from .describe import ctor_text, error_text
 from .scenarios import output_shapes
-
-
-class Failed(Exception):
-    """A check's verdict: the message is shown to the learner as is; `case` is the failing call."""
-
-    def __init__(self, message: str, case=None):
-        super().__init__(message)
-        self.case = case
 
 
 @dataclass(frozen=True)
@@ -28,78 +21,6 @@ class Check:
     groups: tuple[str, ...]
     judge: Callable
     needs_cuda: bool = False
-
-
-class Context:
-    """What a judge sees: the spec, its cases, the learner's results and the reference's."""
-
-    def __init__(self, problem, cases, got, ref, failure=None, seed=None):
-        self.problem, self.cases, self.got, self.ref, self.failure = problem, cases, got, ref, failure
-        self.seed = seed
-
-    def of(self, group: str):
-        return [c for c in self.cases.values() if c.group == group]
-
-    def result(self, case) -> dict:
-        res = self.got.get(case.key)
-        if res is None:
-            raise Failed(f"called {call_text(self.problem, case)}\nno result: {self.failure or 'the worker gave none'}")
-        if not res["ok"]:
-            raise Failed(f"called {call_text(self.problem, case)}\nit raised {error_text(res)}")
-        return res
-
-    def outputs(self, case, run: int = 0) -> list:
-        return self.result(case)["outputs"][run]
-
-    def expected(self, case, run: int = 0) -> list:
-        return self.ref[case.key]["outputs"][run]
-
-    def fail(self, case, text: str):
-        raise Failed(f"called {call_text(self.problem, case)}\n{text}", case)
-
-
-def valid_mask(problem, case) -> torch.Tensor:
-    """Boolean (B, [H,] Tq, Tk): which key each query may attend, from the call's valid_lens."""
-    cfg, lens = case.cfg, case.call["args"][-1]
-    B, Tq, Tk = cfg["B"], cfg["Tq"], cfg["Tk"]
-    if lens is None:
-        mask = torch.ones(B, Tq, Tk, dtype=torch.bool)
-    else:
-        per_query = lens[:, None] if lens.dim() == 1 else lens
-        mask = (torch.arange(Tk) < per_query[..., None]).expand(B, Tq, Tk)
-    return mask[:, None] if problem.weights_dims.startswith("B H") else mask
-
-
-STAGE_HINTS = {
-    "weights": "The weights already differ: look at the scores, the mask and the softmax first.",
-    "output": "The weights match but the output does not: look at what the weights multiply and what follows.",
-}
-
-
-def _compare_all(ctx, case, got, expected, tol):
-    """Fail on the first stage that diverges: the weights (scores, mask, softmax) before the output."""
-    names = ctx.problem.outputs
-    order = sorted(range(len(names)), key=lambda i: names[i] != "weights")
-    for i in order:
-        bad = mismatch(names[i], got[i], expected[i], tol)
-        if bad:
-            shape = error_shape(ctx.problem, case, got[i], expected[i], tol) if names[i] == "weights" else ""
-            ctx.fail(case, bad + (f"\n{STAGE_HINTS[names[i]]}" if len(names) > 1 else "") + shape)
-
-
-def error_shape(problem, case, got, expected, tol) -> str:
-    """Where the weights differ, when that alone tells something: only masked keys, only empty rows."""
-    if got.shape != expected.shape:
-        return ""
-    g, e = got.to(torch.float64), expected.to(torch.float64)
-    bad = ~((g - e).abs() <= tol.atol * max(1.0, e.abs().max().item()) + tol.rtol * e.abs())
-    mask = valid_mask(problem, case).expand(e.shape)
-    empty = ~mask.any(-1, keepdim=True).expand(e.shape)
-    if bad.any() and not (bad & mask).any() and (bad & ~empty).any():
-        return "\nOnly masked keys differ, and valid keys are right: masked positions must get weight exactly 0."
-    if bad.any() and not (bad & ~empty).any():
-        return "\nOnly rows with valid_len 0 differ: such a row must be all zeros (not NaN, not uniform)."
-    return ""
 
 
 # ---- the checks -------------------------------------------------------------------------
@@ -169,7 +90,7 @@ def check_weight_sums(ctx):
 def check_parity(group: str, dtype: str):
     def judge(ctx):
         for case in ctx.of(group):
-            _compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(dtype))
+            compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(dtype))
 
     return judge
 
@@ -179,7 +100,7 @@ def check_gradients(ctx):
     names = [n for n, _ in ctx.problem.methods[-1].args]
     for case in ctx.of("grad"):
         res = ctx.result(case)
-        _compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance("float64"))
+        compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance("float64"))
         for key, expected in ctx.ref[case.key]["grads"].items():
             got = res["grads"].get(key)
             label = f"gradient of {names[int(key[6:])]}" if key.startswith("input:") else f"gradient of {key[6:]}"
@@ -233,7 +154,7 @@ def check_stability(ctx):
             if not torch.isfinite(g).all():
                 ctx.fail(case, f"{name} has NaN or inf with scores of magnitude ~1e4: subtract the row maximum before exp "
                          "(torch.softmax does this for you)")
-        _compare_all(ctx, case, got, ctx.expected(case), STABILITY)
+        compare_all(ctx, case, got, ctx.expected(case), STABILITY)
 
 
 def check_side_effects(ctx):
@@ -262,7 +183,7 @@ def check_dropout(ctx):
                 if not torch.equal(a, b):
                     ctx.fail(case, f"two calls in eval() gave different {name}: dropout must do nothing in eval() mode "
                              "(use nn.Dropout, or F.dropout(..., training=self.training))")
-            _compare_all(ctx, case, first, ctx.expected(case), tol)
+            compare_all(ctx, case, first, ctx.expected(case), tol)
             continue
         out, w = res["outputs"][0]
         ref_out, ref_w = ctx.expected(ctx.cases[case.key.replace("/train", "/eval")])
@@ -280,7 +201,7 @@ def check_device(group: str):
             res = ctx.result(case)
             if any(d != "cuda" for d in res["devices"]):
                 ctx.fail(case, f"outputs came back on {res['devices']}, expected cuda (the inputs' device)")
-            _compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance(case.call["dtype"]))
+            compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance(case.call["dtype"]))
 
     return judge
 

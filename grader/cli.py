@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from . import ROOT
-from .options import BadInput, impl_dir, json_path
+from .commands import (cmd_batch, cmd_classroom, cmd_course, cmd_dev, cmd_export, cmd_grade,
+                       cmd_gradescope)
+from .options import BadInput, default_impl, impl_dir
 
 
 class _Parser(argparse.ArgumentParser):
@@ -15,166 +15,11 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _default_impl() -> Path:
-    here = Path.cwd() / "exercises"
-    return here if here.is_dir() else ROOT / "exercises"
-
-
-def cmd_grade(args) -> int:
-    import pytest
-
-    from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
-    from .report import failures, table
-    from .term import fancy
-
-    from .submission import open_submission
-
-    impl, unpacked = open_submission(args.impl if args.impl is not None else _default_impl())
-    out = json_path(args.json) if args.json else None
-    md = json_path(args.report, "--report") if args.report else None
-    junit = json_path(args.junit, "--junit") if args.junit else None
-    plots = _plots_dir(args.plots) if args.plots else None
-    seen = {}
-
-    class Capture:
-        @pytest.hookimpl(trylast=True)
-        def pytest_sessionfinish(self, session):
-            seen["grader"] = session.config.pluginmanager.get_plugin("attnkit-grader")
-
-    argv = [str(Path(__file__).parent), "-p", "no:terminal", "-p", "no:cacheprovider",
-            "--noconftest", "--attnkit-only", "--impl", str(impl),
-            "--seed", str(args.seed if args.seed is not None else DEFAULT_SEED),
-            "--problem-timeout", str(args.timeout if args.timeout is not None else DEFAULT_TIMEOUT)]
-    if out:
-        argv += ["--json", str(out)]
-    if junit:
-        argv += [f"--junitxml={junit}"]
-    from .sandbox import as_args
-
-    argv += as_args(args)
-    try:
-        pytest.main(argv, plugins=[Capture()])
-    finally:
-        if unpacked:
-            unpacked.cleanup()
-    report = getattr(seen.get("grader"), "report", None)
-    if report is None:
-        raise BadInput("grading did not run: is attnkit installed (pip install -e .)? Its pytest plugin is missing")
-    print(table(report, colour=fancy()))
-    details = failures(report)
-    if details:
-        print("\nWhat to fix:\n" + details)
-    if out:
-        print(f"\nJSON report: {out}")
-    if md:
-        from .interview import write
-
-        write(report, md, str(args.impl), ["grade", *sys.argv[2:]] if sys.argv[1:2] == ["grade"] else ["grade"])
-        print(f"interviewer's report: {md}")
-    if plots:
-        from .plots import write_plots
-
-        for path in write_plots(report, plots):
-            print(f"plot: {path}")
-    return 0 if report.max_score > 0 and report.score == report.max_score else 1
-
-
 def add_limit_flags(p) -> None:
     from .sandbox import add_flags
 
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="wall-clock limit per problem (default 30)")
     add_flags(p.add_argument)
-
-
-def _plots_dir(path) -> Path:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise BadInput("--plots needs matplotlib: pip install -e \".[plots]\"") from None
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise BadInput(f"--plots {path}: not a directory")
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BadInput(f"--plots {path}: cannot create it ({exc.strerror})") from None
-    return p
-
-
-def problem_list(text) -> list[str]:
-    """--problems ID,...: ids or unique prefixes, in track order; every unknown one is an error."""
-    from .learner import resolve
-    from .problems import ORDER
-
-    if not text:
-        return list(ORDER)
-    chosen = {resolve(name.strip()) for name in text.split(",") if name.strip()}
-    return [pid for pid in ORDER if pid in chosen]
-
-
-def cmd_batch(args) -> int:
-    from .batch import run
-    from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
-    from .sandbox import from_options
-
-    rows = run(args.submissions, args.out, workers=args.workers, force=args.force,
-               seed=args.seed if args.seed is not None else DEFAULT_SEED,
-               timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(args))
-    print(f"{len(rows)} submissions: results in {args.out} (grades.csv)")
-    return 0
-
-
-def cmd_gradescope(args) -> int:
-    from . import gradescope
-
-    if args.action == "run":
-        return gradescope.run(args.root)
-    if not args.out:
-        raise BadInput("gradescope build needs OUT.zip")
-    print(f"wrote {gradescope.build(args.out)}: upload it as the autograder (Configure Autograder, zip file)")
-    return 0
-
-
-def cmd_classroom(args) -> int:
-    from .classroom import init
-
-    print(f"wrote {init(args.directory, args.kit)}")
-    return 0
-
-
-def cmd_export(args) -> int:
-    from .export import export
-
-    for path in export(args.directory, problem_list(args.problems)):
-        print(f"wrote {path}")
-    print(f"give the candidate {args.directory}; grade what comes back with `attnkit grade --impl submission.zip "
-          f"--report report.md`")
-    return 0
-
-
-def cmd_course(args) -> int:
-    from .course import ASSIGNMENT, init
-
-    for path in init(args.directory):
-        print(f"wrote {path}")
-    print(f"next: cd {args.directory} && nbgrader generate_assignment {ASSIGNMENT}")
-    return 0
-
-
-def cmd_dev(args) -> int:
-    from .dev import sync
-
-    if args.action == "sync":
-        for line in sync() or ["everything generated is fresh"]:
-            print(line)
-        return 0
-    from .dev import self_check
-
-    problems = self_check()
-    for line in problems:
-        print(line)
-    print("dev check: ok" if not problems else f"dev check: {len(problems)} problem(s)")
-    return 1 if problems else 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -256,7 +101,7 @@ def main(argv=None) -> int:
         warm_up()  # the workers' forkserver imports torch while we do
     try:
         if hasattr(args, "impl") and args.command != "grade":
-            args.impl = impl_dir(args.impl if args.impl is not None else _default_impl())
+            args.impl = impl_dir(args.impl if args.impl is not None else default_impl())
         return args.run(args)
     except BadInput as exc:
         sys.stderr.write(f"attnkit: error: {exc}\n")

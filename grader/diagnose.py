@@ -16,11 +16,12 @@ import types
 
 import torch
 
-from .checks import CHECKS, valid_mask
+from .checks import CHECKS
 from .compare import STABILITY, tolerance, usage
 from .grading import REFERENCE_DIR, reference
 from .harness import execute
 from .mistakes import apply
+from .patterns import pattern
 from .problems import get
 from .scenarios import as_reference
 from .spec import Mistake
@@ -128,7 +129,7 @@ def diagnose(problem, ctx, failing: list[str]) -> dict[str, str | None]:
     found = {}
     for cid in failing:
         options = [(s[cid], rid) for rid, s in scores.items() if s[cid] is not None]
-        found[cid] = max(options, key=lambda t: t[0])[1] if options else _pattern(problem, ctx, cid)
+        found[cid] = max(options, key=lambda t: t[0])[1] if options else pattern(problem, ctx, cid)
     return found
 
 
@@ -176,65 +177,6 @@ def _as_result(res):
     return res if "ok" in res else {"ok": True, **res}
 
 
-def _pattern(problem, ctx, cid) -> str | None:
-    """Error shapes whose cause is certain, named only where the catalogue has that mistake."""
-    ids = {m.id for m in problem.mistakes} | {f"{d}:{m.id}" for d in problem.requires for m in get(d).mistakes}
-
-    def known(mid):
-        for rid in (mid, f"masked_softmax:{mid}"):
-            if rid in ids:
-                return rid
-        return None
-
-    if cid == "side_effects":
-        if any(r.get("ok") and r.get("changed") for r in ctx.got.values()):
-            return known("in_place")
-    if cid in ("weight_sums", "parity_float64", "parity_float32"):
-        rows = _fully_masked_rows(problem, ctx)
-        if rows is not None:
-            nan, uniform = rows
-            if nan:
-                return known("nan_rows")
-            if uniform:
-                return known("uniform_rows")
-    if cid in ("weight_sums", "parity_float64", "parity_float32") and _sums_along_wrong_axis(problem, ctx):
-        return known("wrong_axis")
-    if cid == "stability":
-        base_ok = all(torch.isfinite(o).all() for c in ctx.of("base") if (r := ctx.got.get(c.key)) and r["ok"]
-                      for o in r["outputs"][0])
-        stable_bad = any(not torch.isfinite(o).all() for c in ctx.of("stable") if (r := ctx.got.get(c.key)) and r["ok"]
-                         for o in r["outputs"][0])
-        if base_ok and stable_bad:
-            return known("no_max_subtraction")
-    return None
-
-
-def _fully_masked_rows(problem, ctx):
-    """(NaN exactly on rows with no valid key, such rows uniform): checked over the base calls."""
-    nan_rows = uniform_rows = seen = 0
-    for case in ctx.of("base"):
-        res = ctx.got.get(case.key)
-        if not res or not res["ok"]:
-            continue
-        w = res["outputs"][0][-1].to(torch.float64)
-        mask = valid_mask(problem, case)
-        if w.shape != mask.expand(w.shape).shape if w.dim() == mask.dim() else True:
-            return None
-        mask = mask.expand(w.shape)
-        empty = ~mask.any(-1)
-        if not empty.any():
-            continue
-        seen += 1
-        if torch.isnan(w[~empty]).any():
-            return None
-        rows = w[empty]
-        nan_rows += bool(torch.isnan(rows).all())
-        uniform_rows += bool(torch.allclose(rows, torch.full_like(rows, 1.0 / w.shape[-1])))
-    if not seen:
-        return None
-    return nan_rows == seen, uniform_rows == seen
-
-
 def describe(problem, rid: str | None) -> str:
     """The teaching text for a recognised mistake id (or the honest 'nothing matches')."""
     if rid is None:
@@ -244,22 +186,3 @@ def describe(problem, rid: str | None) -> str:
     m = next(x for x in source.mistakes if x.id == mid)
     where = f" (in your {owner}, which {problem.id} imports)" if owner else ""
     return f"Recognised mistake [{rid}]: {m.name}{where}.\n  Why: {m.explain}\n  Fix: {m.hint}"
-
-
-def _sums_along_wrong_axis(problem, ctx) -> bool:
-    """Some unmasked base call's weights fail to sum to 1 over keys but do sum to 1 over queries."""
-    found = False
-    for case in ctx.of("base"):
-        res = ctx.got.get(case.key)
-        if case.lens != "none" or not res or not res["ok"] or case.cfg["Tq"] == case.cfg["Tk"]:
-            continue
-        w = res["outputs"][0][-1].to(torch.float64)
-        if w.dim() < 3:
-            continue
-        one = torch.ones((), dtype=torch.float64)
-        over_keys = torch.allclose(w.sum(-1), one, atol=1e-6)
-        over_queries = torch.allclose(w.sum(-2), one, atol=1e-6)
-        if over_keys:
-            return False
-        found |= over_queries
-    return found

@@ -12,13 +12,15 @@ from pathlib import Path
 import torch
 
 from . import ROOT
-from .checks import CHECKS, Context, Failed
+from .checks import CHECKS
+from .context import Context, Failed
 from .harness import execute
 from .loader import load_symbol
 from .pool import Pool
 from .problems import all_problems, get
 from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
-from .scenarios import as_reference, build
+from .groups import build
+from .scenarios import as_reference
 
 torch.set_num_threads(1)  # small tensors: threads would only cost start-up time
 REFERENCE_DIR = ROOT / "solutions"
@@ -166,7 +168,7 @@ def _evidence(ctx, case) -> dict | None:
     w, ref = got["outputs"][0][-1], ctx.ref[case.key]["outputs"][0][-1]
     if w.shape != ref.shape:
         return None
-    from .checks import valid_mask
+    from .context import valid_mask
 
     return {"got": w, "expected": ref, "mask": valid_mask(ctx.problem, case).expand(ref.shape)}
 

@@ -10,6 +10,14 @@ class BadInput(Exception):
     """Shown to the user as one line; the command exits non-zero."""
 
 
+def default_impl() -> Path:
+    """exercises/ of the current directory if there is one, else the kit's own."""
+    from . import ROOT
+
+    here = Path.cwd() / "exercises"
+    return here if here.is_dir() else ROOT / "exercises"
+
+
 def impl_dir(path) -> Path:
     p = Path(path).expanduser()
     if not p.exists():

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ast
-import textwrap
 
 from .spec import DIMS, Method, Problem
 
@@ -63,5 +62,3 @@ def is_untouched_stub(source: str) -> bool:
             return False
     return True
 
-
-__all__ = ["render", "is_untouched_stub", "textwrap"]

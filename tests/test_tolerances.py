@@ -9,7 +9,8 @@ from grader.compare import STABILITY, tolerance, usage
 from grader.grading import reference
 from grader.harness import execute
 from grader.problems import all_problems
-from grader.scenarios import as_reference, build, cast
+from grader.groups import build
+from grader.scenarios import as_reference, cast
 from grader.spec import SCORE_BOUND
 
 PROBLEMS = all_problems()

@@ -1,0 +1,89 @@
+"""What a check works with: its context (spec, cases, the learner's and the reference's results),
+its verdict (Failed), the valid-key mask of a call, and the comparison that names the first
+stage that diverges and where the weights differ."""
+from __future__ import annotations
+
+import torch
+
+from .compare import mismatch
+from .describe import call_text, error_text
+
+
+class Failed(Exception):
+    """A check's verdict: the message is shown to the learner as is; `case` is the failing call."""
+
+    def __init__(self, message: str, case=None):
+        super().__init__(message)
+        self.case = case
+
+
+class Context:
+    """What a judge sees: the spec, its cases, the learner's results and the reference's."""
+
+    def __init__(self, problem, cases, got, ref, failure=None, seed=None):
+        self.problem, self.cases, self.got, self.ref, self.failure = problem, cases, got, ref, failure
+        self.seed = seed
+
+    def of(self, group: str):
+        return [c for c in self.cases.values() if c.group == group]
+
+    def result(self, case) -> dict:
+        res = self.got.get(case.key)
+        if res is None:
+            raise Failed(f"called {call_text(self.problem, case)}\nno result: {self.failure or 'the worker gave none'}")
+        if not res["ok"]:
+            raise Failed(f"called {call_text(self.problem, case)}\nit raised {error_text(res)}")
+        return res
+
+    def outputs(self, case, run: int = 0) -> list:
+        return self.result(case)["outputs"][run]
+
+    def expected(self, case, run: int = 0) -> list:
+        return self.ref[case.key]["outputs"][run]
+
+    def fail(self, case, text: str):
+        raise Failed(f"called {call_text(self.problem, case)}\n{text}", case)
+
+
+def valid_mask(problem, case) -> torch.Tensor:
+    """Boolean (B, [H,] Tq, Tk): which key each query may attend, from the call's valid_lens."""
+    cfg, lens = case.cfg, case.call["args"][-1]
+    B, Tq, Tk = cfg["B"], cfg["Tq"], cfg["Tk"]
+    if lens is None:
+        mask = torch.ones(B, Tq, Tk, dtype=torch.bool)
+    else:
+        per_query = lens[:, None] if lens.dim() == 1 else lens
+        mask = (torch.arange(Tk) < per_query[..., None]).expand(B, Tq, Tk)
+    return mask[:, None] if problem.weights_dims.startswith("B H") else mask
+
+
+STAGE_HINTS = {
+    "weights": "The weights already differ: look at the scores, the mask and the softmax first.",
+    "output": "The weights match but the output does not: look at what the weights multiply and what follows.",
+}
+
+
+def compare_all(ctx, case, got, expected, tol):
+    """Fail on the first stage that diverges: the weights (scores, mask, softmax) before the output."""
+    names = ctx.problem.outputs
+    order = sorted(range(len(names)), key=lambda i: names[i] != "weights")
+    for i in order:
+        bad = mismatch(names[i], got[i], expected[i], tol)
+        if bad:
+            shape = error_shape(ctx.problem, case, got[i], expected[i], tol) if names[i] == "weights" else ""
+            ctx.fail(case, bad + (f"\n{STAGE_HINTS[names[i]]}" if len(names) > 1 else "") + shape)
+
+
+def error_shape(problem, case, got, expected, tol) -> str:
+    """Where the weights differ, when that alone tells something: only masked keys, only empty rows."""
+    if got.shape != expected.shape:
+        return ""
+    g, e = got.to(torch.float64), expected.to(torch.float64)
+    bad = ~((g - e).abs() <= tol.atol * max(1.0, e.abs().max().item()) + tol.rtol * e.abs())
+    mask = valid_mask(problem, case).expand(e.shape)
+    empty = ~mask.any(-1, keepdim=True).expand(e.shape)
+    if bad.any() and not (bad & mask).any() and (bad & ~empty).any():
+        return "\nOnly masked keys differ, and valid keys are right: masked positions must get weight exactly 0."
+    if bad.any() and not (bad & ~empty).any():
+        return "\nOnly rows with valid_len 0 differ: such a row must be all zeros (not NaN, not uniform)."
+    return ""
