@@ -35,6 +35,10 @@ def cmd_grade(args) -> int:
             "--problem-timeout", str(args.timeout if args.timeout is not None else DEFAULT_TIMEOUT)]
     if out:
         argv += ["--json", str(out)]
+    if args.problems:
+        from .options import problem_list
+
+        argv += ["--problems", ",".join(problem_list(args.problems))]
     if junit:
         argv += [f"--junitxml={junit}"]
     from .sandbox import as_args
@@ -82,23 +86,15 @@ def _plots_dir(path) -> Path:
     return p
 
 
-def problem_list(text) -> list[str]:
-    """--problems ID,...: ids or unique prefixes, in track order; every unknown one is an error."""
-    from .learner import resolve
-    from .problems import ORDER
-
-    if not text:
-        return list(ORDER)
-    chosen = {resolve(name.strip()) for name in text.split(",") if name.strip()}
-    return [pid for pid in ORDER if pid in chosen]
-
-
 def cmd_batch(args) -> int:
     from .batch import run
     from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
     from .sandbox import from_options
 
+    from .options import problem_list
+
     rows = run(args.submissions, args.out, workers=args.workers, force=args.force,
+               problem_ids=problem_list(args.problems),
                seed=args.seed if args.seed is not None else DEFAULT_SEED,
                timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(args))
     print(f"{len(rows)} submissions: results in {args.out} (grades.csv)")
@@ -126,7 +122,10 @@ def cmd_classroom(args) -> int:
 def cmd_export(args) -> int:
     from .export import export
 
-    for path in export(args.directory, problem_list(args.problems)):
+    from .options import problem_list
+    from .problems import ORDER
+
+    for path in export(args.directory, problem_list(args.problems) or list(ORDER)):
         print(f"wrote {path}")
     print(f"give the candidate {args.directory}; grade what comes back with `attnkit grade --impl submission.zip "
           f"--report report.md`")

@@ -46,3 +46,13 @@ def json_path(path, flag: str = "--json") -> Path:
     if not existed:
         p.unlink()
     return p
+
+
+def problem_list(text) -> list[str] | None:
+    """--problems ID,...: ids or unique prefixes, in track order; None for all."""
+    if not text:
+        return None
+    from .learner import resolve
+
+    chosen = {resolve(name.strip()) for name in text.split(",") if name.strip()}
+    return [pid for pid in ORDER if pid in chosen]

@@ -31,6 +31,8 @@ def pytest_addoption(parser):
     group.addoption("--problem-timeout", dest="attnkit_timeout", type=float, default=DEFAULT_TIMEOUT,
                     metavar="SECONDS", help="wall-clock limit for each problem's worker")
     group.addoption("--attnkit-only", action="store_true", help="grade only; collect no test files")
+    group.addoption("--problems", dest="attnkit_problems", default=None, metavar="ID,...",
+                    help="grade only these problems (ids or unique prefixes)")
     from .sandbox import add_flags
 
     add_flags(group.addoption)
@@ -45,9 +47,12 @@ def pytest_configure(config):
         return  # `pytest tests`, or another project: the plugin stays out of the way
     from .submission import open_submission
 
+    from .options import problem_list
+
     try:
         impl, unpacked = open_submission(o.impl if o.impl is not None else config.rootpath / "exercises")
         out = json_path(o.attnkit_json) if o.attnkit_json else None
+        chosen = problem_list(o.attnkit_problems)
     except BadInput as exc:
         raise pytest.UsageError(f"attnkit: {exc}") from None
     config._attnkit_unpacked = unpacked  # a zip's temporary directory lives as long as the session
@@ -57,7 +62,7 @@ def pytest_configure(config):
     only = o.attnkit_only or config.args_source != pytest.Config.ArgsSource.ARGS  # no test paths named: grade only
     from .sandbox import from_options
 
-    grader = Grader(impl, out, o.attnkit_seed, o.attnkit_timeout, only, from_options(o))
+    grader = Grader(impl, out, o.attnkit_seed, o.attnkit_timeout, only, from_options(o), chosen)
     config.pluginmanager.register(grader, "attnkit-grader")
 
 
@@ -96,9 +101,10 @@ class CheckItem(pytest.Item):
 class Grader:
     """Adds the graded items, grades lazily once, prints the table, writes the JSON."""
 
-    def __init__(self, impl: Path, json_out: Path | None, seed: int, timeout: float, only: bool, limits=None):
+    def __init__(self, impl: Path, json_out: Path | None, seed: int, timeout: float, only: bool, limits=None,
+                 chosen=None):
         self.impl, self.json_out, self.seed, self.timeout, self.only = impl, json_out, seed, timeout, only
-        self.limits = limits
+        self.limits, self.chosen = limits, chosen
         self.selected: list[str] = []
         self.report = None
 
@@ -108,7 +114,7 @@ class Grader:
 
     @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection sees the items
     def pytest_collection_modifyitems(self, session, config, items):
-        for problem in self._problems(config.option.keyword):
+        for problem in self._problems(config.option.keyword, self.chosen):
             node = ProblemNode.from_parent(session, name=problem.id, path=ROOT, nodeid=f"attnkit::{problem.id}")
             items.extend(
                 CheckItem.from_parent(node, name=cid, grader=self, problem=problem.id, check=cid, points=pts)
@@ -116,12 +122,12 @@ class Grader:
             )
 
     @staticmethod
-    def _problems(keyword: str):
-        """`-k NAME` where NAME starts a problem id selects exactly those problems
-        (so `-k additive` is additive_attention, not also multihead_additive_attention)."""
+    def _problems(keyword: str, chosen=None):
+        """`--problems` first; then `-k NAME` where NAME starts a problem id selects exactly those
+        problems (so `-k additive` is additive_attention, not also multihead_additive_attention)."""
         from .problems import all_problems
 
-        problems = all_problems()
+        problems = [p for p in all_problems() if chosen is None or p.id in chosen]
         if re.fullmatch(r"\w+", keyword or ""):
             chosen = [p for p in problems if p.id.startswith(keyword)]
             return chosen or problems

@@ -218,3 +218,23 @@ def test_junit_xml_has_one_case_per_check_with_points(tmp_path):
     cases = ElementTree.parse(tmp_path / "j.xml").getroot().iter("testcase")
     points = {c.get("name"): c.find("properties/property[@name='points']").get("value") for c in cases}
     assert points["parity_float64"] and len(points) >= 10
+
+
+def test_a_partial_bundle_is_graded_on_its_own_problems(tmp_path):
+    bundle = tmp_path / "bundle"
+    assert attnkit("export", str(bundle), "--problems", "masked,additive").returncode == 0
+    for pid in ("masked_softmax", "additive_attention"):
+        (bundle / "submission" / f"{pid}.py").write_text((SOLUTIONS / f"{pid}.py").read_text())
+    archive = tmp_path / "submission.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for f in (bundle / "submission").glob("*.py"):
+            z.write(f, f"submission/{f.name}")
+    r = attnkit("grade", "--impl", str(archive), "--problems", "masked,additive", "--json", str(tmp_path / "r.json"),
+                "--report", str(tmp_path / "r.md"))
+    assert r.returncode == 0, r.stdout[-2000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [p["id"] for p in report["problems"]] == ["masked_softmax", "additive_attention"]
+    assert report["score"] == report["max_score"] > 0
+    assert "--problems masked,additive" in (tmp_path / "r.md").read_text()
+    batch = attnkit("grade-batch", str(tmp_path / "bundle"), "--out", str(tmp_path / "out"), "--problems", "nope")
+    assert batch.returncode == 2 and "unknown problem 'nope'" in batch.stderr
