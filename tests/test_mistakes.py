@@ -115,3 +115,14 @@ def test_the_shape_of_the_error_is_described(tmp_path, tail, sentence):
     report = grade(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
     parity = next(c for c in report.problems[0].checks if c.id == "parity_float64")
     assert parity.status == "failed" and sentence in parity.message
+
+
+@pytest.mark.parametrize("problem", all_problems(), ids=lambda p: p.id)
+def test_every_check_fails_some_catalogued_mistake(tmp_path, problem):
+    """No check that can never fail: each CPU check of the problem catches at least one mistake."""
+    caught = set()
+    for i, mistake in enumerate(problem.mistakes):
+        report = grade(make_impl(tmp_path / str(i), {f"{problem.id}.py": wrong_source(problem, mistake)}), [problem.id])
+        caught |= {c.id for c in report.problems[0].checks if c.status == "failed"}
+    cpu = {c for c in problem.points if not c.startswith("cuda")}
+    assert cpu - caught == set(), f"never failed: {sorted(cpu - caught)}"

@@ -39,6 +39,17 @@ MISTAKES = (
     Mistake("no_tanh", "tanh missing", (("torch.tanh(q.unsqueeze(3) + k.unsqueeze(2))", "(q.unsqueeze(3) + k.unsqueeze(2))"),),
             explain='tanh is missing between the summed projections and w_v: the scorer is linear.',
             hint='features = torch.tanh(q_head + k_head).'),
+    Mistake("extra_bias", "a bias in W_o",
+            (("nn.Linear(num_heads * value_dim, value_dim, bias=False)", "nn.Linear(num_heads * value_dim, value_dim)"),),
+            explain="The contract's parameters have no biases: W_q, W_k and W_o are bias-free, and an extra parameter "
+                    "changes both the parameter list and the output.",
+            hint="self.W_o = nn.Linear(num_heads * value_dim, value_dim, bias=False)."),
+    Mistake("fixed_dtype", "scores cast to float32 (.float()), whatever the inputs' dtype",
+            (("scores = (features * self.w_v[None, :, None, None, :]).sum(-1)",
+              "scores = (features * self.w_v[None, :, None, None, :]).sum(-1).float()"),),
+            explain="A hard-coded dtype (.float(), dtype=torch.float32) loses float64 precision and returns weights "
+                    "of the wrong dtype; with float16 inputs it breaks the next matmul.",
+            hint="Keep the inputs' dtype: no .float(); create tensors with dtype=x.dtype or torch.*_like(x)."),
     Mistake("weights_after_dropout", "weights returned after dropout",
             (("context = self.dropout(weights) @ values.unsqueeze(1)",
               "weights = self.dropout(weights)\n        context = weights @ values.unsqueeze(1)"),),
