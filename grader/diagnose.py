@@ -173,10 +173,6 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
     return (exact, evidence) if evidence else None
 
 
-def _as_result(res):
-    return res if "ok" in res else {"ok": True, **res}
-
-
 def describe(problem, rid: str | None) -> str:
     """The teaching text for a recognised mistake id (or the honest 'nothing matches')."""
     if rid is None:

@@ -43,30 +43,30 @@ def _squeeze_blank_lines(text: str) -> str:
     return "\n".join(out)
 
 
+def _functions(source: str) -> list[tuple[str, ast.FunctionDef]]:
+    """(qualified name, node) of the module's functions and its classes' methods."""
+    out = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef):
+            out.append((node.name, node))
+        elif isinstance(node, ast.ClassDef):
+            out += [(f"{node.name}.{f.name}", f) for f in node.body if isinstance(f, ast.FunctionDef)]
+    return out
+
+
 def _bodies(source: str) -> dict[str, list[str]]:
     """Qualified function name -> its body lines (after the docstring), from the reference."""
     lines, out = source.splitlines(), {}
-    tree = ast.parse(source)
-    for node in tree.body:
-        funcs = [(node.name, node)] if isinstance(node, ast.FunctionDef) else \
-            [(f"{node.name}.{f.name}", f) for f in node.body if isinstance(f, ast.FunctionDef)] \
-            if isinstance(node, ast.ClassDef) else []
-        for name, f in funcs:
-            stmts = f.body[1:] if ast.get_docstring(f) is not None else f.body
-            out[name] = lines[stmts[0].lineno - 1: stmts[-1].end_lineno]
+    for name, f in _functions(source):
+        stmts = f.body[1:] if ast.get_docstring(f) is not None else f.body
+        out[name] = lines[stmts[0].lineno - 1: stmts[-1].end_lineno]
     return out
 
 
 def splice(stub: str, reference: str, regions: bool = True) -> str:
     """Replace each stub method's `raise NotImplementedError` by the reference's body."""
     bodies, lines = _bodies(reference), stub.splitlines()
-    tree = ast.parse(stub)
-    targets = []
-    for node in tree.body:
-        funcs = [(node.name, node)] if isinstance(node, ast.FunctionDef) else \
-            [(f"{node.name}.{f.name}", f) for f in node.body if isinstance(f, ast.FunctionDef)] \
-            if isinstance(node, ast.ClassDef) else []
-        targets += [(name, f.body[-1]) for name, f in funcs]
+    targets = [(name, f.body[-1]) for name, f in _functions(stub)]
     if {name for name, _ in targets} != set(bodies):
         raise ValueError(f"the reference defines {sorted(bodies)}, the stub {sorted(n for n, _ in targets)}")
     for name, stmt in sorted(targets, key=lambda t: -t[1].lineno):  # bottom-up keeps line numbers valid

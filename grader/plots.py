@@ -5,23 +5,16 @@ from pathlib import Path
 
 import torch
 
+from .compare import argmax_index
+
 
 def _slice(evidence: dict):
     """The (Tq, Tk) matrix of the batch (and head) holding the largest difference."""
     got, exp, mask = evidence["got"].to(torch.float64), evidence["expected"].to(torch.float64), evidence["mask"]
     diff = torch.nan_to_num((got - exp).abs(), nan=float("inf"))
-    lead = diff.flatten(-2).amax(-1)  # (B,) or (B, H)
-    idx = tuple(int(i) for i in divmod_index(int(lead.argmax()), lead.shape))
+    idx = argmax_index(diff.flatten(-2).amax(-1))  # over (B,) or (B, H)
     label = ", ".join(f"{n}={i}" for n, i in zip(("b", "head"), idx))
     return got[idx], exp[idx], mask[idx], label
-
-
-def divmod_index(flat: int, shape) -> list[int]:
-    out = []
-    for size in reversed(shape):
-        flat, i = divmod(flat, size)
-        out.append(i)
-    return list(reversed(out))
 
 
 def write_plots(report, directory: Path) -> list[Path]:

@@ -3,16 +3,21 @@ carry this file's code verbatim in their test_public.py, and the notebooks' quic
 import torch
 
 
-def fixed_example_problems(target, ctor, input_shapes, output_shapes, lens):
-    """Build (if ctor) and call target on seeded float64 inputs and `lens`; the list of what is wrong."""
+def call_fixed(target, ctor, input_shapes, lens):
+    """Build (if ctor) and call target on seeded float64 inputs and valid_lens `lens`; its outputs as a list."""
     torch.manual_seed(0)
     if ctor is not None:
         target = target(*ctor[0], **ctor[1]).double().eval()
     inputs = [torch.randn(*shape, dtype=torch.float64) for shape in input_shapes]
-    valid_lens = torch.tensor(lens)
     with torch.no_grad():
-        out = target(*inputs, valid_lens)
-    out = list(out) if isinstance(out, (tuple, list)) else [out]
+        out = target(*inputs, torch.tensor(lens))
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def fixed_example_problems(target, ctor, input_shapes, output_shapes, lens):
+    """Call target on the fixed example; the list of what is wrong with the shapes and the weights."""
+    out = call_fixed(target, ctor, input_shapes, lens)
+    valid_lens = torch.tensor(lens)
     got = [tuple(o.shape) for o in out]
     if got != [tuple(s) for s in output_shapes]:
         return [f"output shapes {got}, expected {[tuple(s) for s in output_shapes]}"]

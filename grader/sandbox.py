@@ -16,6 +16,8 @@ import ctypes
 import os
 import resource
 import signal
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,8 +129,6 @@ def _under(path: str, directory: str) -> bool:
 
 
 def _mkdtemp() -> str:
-    import tempfile
-
     return tempfile.mkdtemp(prefix="attnkit-submission-")
 
 
@@ -184,6 +184,4 @@ def kill_all(uid: int | None, pgid: int | None) -> None:
                 continue
         if not found:
             return
-        import time
-
         time.sleep(0.02)

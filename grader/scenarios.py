@@ -76,7 +76,7 @@ def make_state(problem: Problem, cfg: dict, gen: torch.Generator) -> dict:
     }
 
 
-def base_call(problem, cfg, variant, gen, lens, *, dtype="float64", grad=False, **extra) -> dict:
+def base_call(problem, cfg, variant, gen, lens, *, dtype="float64", grad=False) -> dict:
     args = problem.inputs(cfg, gen) + [lens]
     call = {
         "ctor": problem.ctor_call(cfg, variant) if problem.is_module else None,
@@ -92,7 +92,6 @@ def base_call(problem, cfg, variant, gen, lens, *, dtype="float64", grad=False, 
     }
     if grad:
         call["grad_out"] = [torch.randn(*s, generator=gen, dtype=torch.float64) for s in output_shapes(problem, cfg)]
-    call.update(extra)
     return cast(call, dtype)
 
 

@@ -1,7 +1,7 @@
 """The shape of one problem's spec: everything else is generated from it or checked against it."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 DIMS = {
@@ -67,7 +67,6 @@ class Problem:
     requires: tuple[str, ...] = ()  # problems whose module this one imports (their failures explain ours)
     outputs: tuple[str, ...] = ("weights",)  # names of what the call returns, in order
     weights_dims: str = "B Tq Tk"
-    extra: dict = field(default_factory=dict)
 
     @property
     def is_module(self) -> bool:

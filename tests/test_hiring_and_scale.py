@@ -1,6 +1,7 @@
 """Hiring (export, zip, interviewer's report), batches, Gradescope, GitHub Classroom, JUnit."""
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import os
@@ -64,9 +65,9 @@ def test_export_bundle_has_no_solution_and_no_hidden_check(tmp_path):
             assert all(new not in text for _, new in m.patch if len(new) > 25), m.id
     for needle in HIDDEN_CODE:
         assert needle not in text, needle
-    tree = __import__("ast").parse(files[tmp_path / "bundle" / "test_public.py"])
-    imported = {n.names[0].name.split(".")[0] for n in tree.body if isinstance(n, __import__("ast").Import)}
-    imported |= {n.module.split(".")[0] for n in tree.body if isinstance(n, __import__("ast").ImportFrom)}
+    tree = ast.parse(files[tmp_path / "bundle" / "test_public.py"])
+    imported = {n.names[0].name.split(".")[0] for n in tree.body if isinstance(n, ast.Import)}
+    imported |= {n.module.split(".")[0] for n in tree.body if isinstance(n, ast.ImportFrom)}
     assert imported <= {"importlib", "pytest", "torch"}, imported
 
 

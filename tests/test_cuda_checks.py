@@ -1,0 +1,45 @@
+"""The CUDA checks' judges, proven without a GPU: results are produced on the CPU in the call's
+dtype (as a GPU run reports them), then the judges must pass the reference, and fail a result
+on the wrong device and a catalogued mistake."""
+from __future__ import annotations
+
+import pytest
+
+from grader.checks import CHECKS
+from grader.context import Context, Failed
+from grader.diagnose import candidates
+from grader.grading import reference
+from grader.groups import build
+from grader.harness import execute
+from grader.problems import all_problems
+from grader.scenarios import as_reference
+
+CASES = [(p, cid) for p in all_problems() for cid in ("cuda", "cuda_half")]
+
+
+def judge(problem, cid, target, device="cuda"):
+    cases = build(problem, CHECKS[cid].groups, seed=3)
+    got, ref = {}, {}
+    for key, case in cases.items():
+        try:  # the call's own dtype, on the CPU; an error is reported as the worker reports it
+            result = execute(dict(case.call, device="cpu"), target)
+            got[key] = {"ok": True, **result, "devices": [device] * len(result["devices"])}
+        except Exception as exc:  # noqa: BLE001
+            got[key] = {"ok": False, "error": {"type": type(exc).__name__, "text": str(exc), "value_error": False}}
+        ref[key] = execute(as_reference(case.call), reference(problem))
+    CHECKS[cid].judge(Context(problem, cases, got, ref))
+
+
+@pytest.mark.parametrize("problem,cid", CASES, ids=[f"{p.id}-{c}" for p, c in CASES])
+def test_cuda_judges_pass_the_reference_and_fail_wrong_results(problem, cid):
+    judge(problem, cid, reference(problem))
+    with pytest.raises(Failed, match="expected cuda"):
+        judge(problem, cid, reference(problem), device="cpu")
+    caught = []
+    for rid, _, target in candidates(problem)[: len(problem.mistakes)]:
+        try:
+            judge(problem, cid, target())
+        except Failed:
+            caught.append(rid)
+    # eval-mode calls with valid calls only: dropout-, constructor- and in-place mistakes cannot show here
+    assert len(caught) >= len(problem.mistakes) // 2, f"{cid} caught only {caught}"
