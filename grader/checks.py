@@ -10,8 +10,8 @@ import torch
 
 from .compare import STABILITY, argmax_index, mismatch, tolerance
 from .context import Failed, compare_all, valid_mask
-from .describe import ctor_text, error_text
-from .scenarios import output_shapes
+from .describe import call_text, ctor_text, error_text
+from .scenarios import dim_names, output_shapes, spread
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,43 @@ class Check:
 
 
 # ---- the checks -------------------------------------------------------------------------
+
+
+def check_no_torch(ctx):
+    for case in ctx.of("imports"):
+        modules = ctx.result(case)["modules"]
+        if modules:
+            raise Failed(f"importing {ctx.problem.id}.py in a fresh Python loaded {', '.join(modules[:3])}: this "
+                         "problem is NumPy only; remove every torch import (also those of modules it imports)")
+
+
+def check_oracle(ctx):
+    """Parity with a library implementation (ctx.ref[...]["oracle"]) on every row with an allowed key."""
+    tol = tolerance("float64")
+    for case in ctx.of("base"):
+        got, oracle = ctx.outputs(case), ctx.ref[case.key]["oracle"]
+        rows = valid_mask(ctx.problem, case).any(-1)  # weights' rows with an allowed key
+        for i, (name, g, e) in enumerate(zip(ctx.problem.outputs, got, oracle)):
+            keep = rows
+            while keep.dim() > e.dim() - 1:  # an output row mixes every head: keep it where all heads attend
+                keep = keep.all(1)
+            if tuple(g.shape) != tuple(e.shape):
+                ctx.fail(case, f"{name}: shape {tuple(g.shape)}, expected {tuple(e.shape)}")
+            keep = keep.expand(e.shape[:-1])
+            problem = mismatch(f"{name} (on rows with an allowed key)", g[keep], e[keep], tol)
+            if problem:
+                ctx.fail(case, f"compared with {ctx.problem.oracle.__doc__.strip()}:\n{problem}")
+
+
+def check_memory(ctx):
+    for case in ctx.of("memory"):
+        res = ctx.result(case)
+        peak, allowed = res["peak"], case.meta["allowed"]
+        if peak["elements"] > allowed:
+            ctx.fail(case, f"the forward allocated a tensor of {peak['elements']} elements ({peak['op']}); "
+                     f"allowed at most {allowed} = max(max_elements, S). Build the (B, Tq, Tk, h) features a chunk "
+                     "at a time, with chunks of at most max_elements elements")
+        compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance("float64"))
 
 
 def check_parameters(ctx):
@@ -39,9 +76,15 @@ def check_parameters(ctx):
             lines += [f"missing: {', '.join(missing)}"] * bool(missing) + [f"unexpected: {', '.join(extra)}"] * bool(extra)
             lines += [f"{n}: shape {tuple(got[n])}, expected {tuple(expected[n])}" for n in wrong]
             raise Failed("\n".join(lines))
+    check_value_errors(ctx)
+
+
+def check_value_errors(ctx):
+    """Every call or constructor of the ctor_error cases must raise ValueError (naming `words`)."""
+    p = ctx.problem
     for case in ctx.of("ctor_error"):
         res = ctx.got.get(case.key)
-        text = ctor_text(p, case.call["ctor"])
+        text = ctor_text(p, case.call["ctor"]) if case.call.get("ctor") else call_text(p, case)
         if res is None:
             raise Failed(f"called {text}\nno result: {ctx.failure}")
         if res["ok"]:
@@ -62,8 +105,8 @@ def check_shapes(ctx):
         got = ctx.outputs(case)
         for name, g, shape in zip(ctx.problem.outputs, got, output_shapes(ctx.problem, case.cfg)):
             if tuple(g.shape) != shape:
-                dims = {"output": "B Tq dv", "weights": ctx.problem.weights_dims}[name]
-                ctx.fail(case, f"{name} has shape {tuple(g.shape)}, expected {shape} = ({', '.join(dims.split())})")
+                dims = dim_names(ctx.problem.dims[ctx.problem.outputs.index(name)], case.cfg)
+                ctx.fail(case, f"{name} has shape {tuple(g.shape)}, expected {shape} = ({', '.join(dims)})")
 
 
 def check_weight_sums(ctx):
@@ -77,8 +120,8 @@ def check_weight_sums(ctx):
         leaked = (w != 0) & ~mask
         if leaked.any():
             at = tuple(leaked.nonzero()[0].tolist())
-            what = ("a row with valid_len 0 must be all zeros (not NaN, not uniform)" if not mask[at[:-1]].any()
-                    else "masked keys (j >= valid_len) must get weight exactly 0")
+            what = ("a row with no allowed key must be all zeros (not NaN, not uniform)" if not mask[at[:-1]].any()
+                    else "masked keys must get weight exactly 0")
             ctx.fail(case, f"weights{list(at)} = {w[at].item():.6g}: {what}")
         sums = w.sum(-1)
         off = (sums - 1).abs() * mask.any(-1)
@@ -97,7 +140,7 @@ def check_parity(group: str, dtype: str):
 
 def check_gradients(ctx):
     tol = tolerance("float64", grad=True)
-    names = [n for n, _ in ctx.problem.methods[-1].args]
+    names = ctx.problem.arg_names
     for case in ctx.of("grad"):
         res = ctx.result(case)
         compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance("float64"))
@@ -108,18 +151,19 @@ def check_gradients(ctx):
                 ctx.fail(case, f"{label}: no gradient reaches it (detached, or the parameter is never used)")
             problem = mismatch(label, got, expected, tol)
             if problem:
-                masked = key.startswith("input:") and expected.abs().max() > 0 and _at_masked_key(case, got, expected)
+                masked = key.startswith("input:") and expected.abs().max() > 0 and _at_masked_key(ctx, case, got, expected)
                 ctx.fail(case, problem + ("\nThat position is a masked key: no gradient may flow there." if masked else ""))
 
 
-def _at_masked_key(case, got, expected) -> bool:
+def _at_masked_key(ctx, case, got, expected) -> bool:
     """Is the worst gradient error on a key/value row that no query may attend?"""
-    lens = case.call["args"][-1]
-    if lens is None or got.dim() != 3:
+    mask = valid_mask(ctx.problem, case)
+    if mask.all() or got.dim() < 2 or got.shape[-2] != mask.shape[-1] or ctx.problem.outputs[0] == "weights":
         return False
     err = (got.to(torch.float64) - expected.to(torch.float64)).abs()
-    b, j, _ = argmax_index(err)
-    return j >= int(lens[b].max())
+    at = argmax_index(err)
+    attended = mask.reshape(-1, mask.shape[-1]).any(0)  # keys some query may attend, in some batch row
+    return not bool(attended[at[-2]])
 
 
 def check_masking(ctx):
@@ -130,13 +174,12 @@ def check_masking(ctx):
     for parts in groups.values():
         orig = ctx.outputs(parts["orig"])
         rules = [
-            ("loud", orig, "changing keys/values (or scores) beyond valid_len changed the result: masked positions leak in"),
-            ("per_query", orig, "valid_lens of shape (B,) and the same lengths repeated as (B, Tq) gave different results"),
+            ("loud", orig, "changing keys/values (or scores) at masked positions changed the result: masked positions leak in"),
+            ("per_query", orig, f"{_per_query_words(ctx.problem)} gave different results"),
         ]
         perm = parts["permuted"].meta["perm"]
         w = orig[-1]
-        idx = perm[:, None, :] if w.dim() == 3 else perm[:, None, None, :]
-        permuted_w = torch.gather(w, -1, idx.expand_as(w))
+        permuted_w = torch.gather(w, -1, spread(perm, w.dim() - 1).expand_as(w))
         rules.append(("permuted", orig[:-1] + [permuted_w],
                       "permuting valid key/value pairs together must permute the weights the same way and leave the output unchanged"))
         for name, expected, why in rules:
@@ -147,18 +190,24 @@ def check_masking(ctx):
                     ctx.fail(parts[name], f"{why}\n{problem}")
 
 
+def _per_query_words(problem) -> str:
+    if problem.masking == "mask":
+        return "a mask that broadcasts over queries and the same mask expanded to every query"
+    return "valid_lens of shape (B,) and the same lengths repeated as (B, Tq)"
+
+
 def check_stability(ctx):
     for case in ctx.of("stable"):
         got = ctx.outputs(case)
         for name, g in zip(ctx.problem.outputs, got):
             if not torch.isfinite(g).all():
                 ctx.fail(case, f"{name} has NaN or inf with scores of magnitude ~1e4: subtract the row maximum before exp "
-                         "(torch.softmax does this for you)")
+                         f"({'e - e.max()' if ctx.problem.arrays == 'numpy' else 'torch.softmax does this for you'})")
         compare_all(ctx, case, got, ctx.expected(case), STABILITY)
 
 
 def check_side_effects(ctx):
-    names = [n for n, _ in ctx.problem.methods[-1].args]
+    names = ctx.problem.arg_names
     for case in ctx.of("base") + ctx.of("f32"):
         res = ctx.result(case)
         if res["changed"]:
@@ -167,8 +216,10 @@ def check_side_effects(ctx):
         for name, g in zip(ctx.problem.outputs, res["outputs"][0]):
             want = getattr(torch, case.call["dtype"])
             if g.dtype != want:
-                ctx.fail(case, f"{name} came back as {g.dtype}, expected {want} (the inputs' dtype): create no tensor "
-                         "with a fixed dtype (use dtype=x.dtype or torch.*_like)")
+                how = ("no float64 constants: np.exp, @ and sums keep float32 when every operand is float32"
+                       if ctx.problem.arrays == "numpy" else "use dtype=x.dtype or torch.*_like")
+                ctx.fail(case, f"{name} came back as {str(g.dtype).replace('torch.', '')}, expected "
+                         f"{str(want).replace('torch.', '')} (the inputs' dtype): create nothing with a fixed dtype ({how})")
         if any(d != "cpu" for d in res["devices"]):
             ctx.fail(case, f"outputs came back on {res['devices']}, expected the inputs' device (cpu)")
 
@@ -207,16 +258,20 @@ def check_device(group: str):
 
 
 CHECKS = {c.id: c for c in [
+    Check("no_torch", "imports no torch (checked in a fresh Python)", ("imports",), check_no_torch),
     Check("parameters", "parameter names and shapes, constructor errors", ("ctor",), check_parameters),
+    Check("value_errors", "invalid arguments raise ValueError", ("call_error",), check_value_errors),
     Check("shapes", "output shapes (B=1, Tk=1, Tq != Tk, ...)", ("base",), check_shapes),
     Check("weight_sums", "rows sum to 1, masked weights exactly 0", ("base",), check_weight_sums),
     Check("parity_float64", "same values as the reference, float64", ("base",), check_parity("base", "float64")),
     Check("parity_float32", "same values as the reference, float32", ("f32",), check_parity("f32", "float32")),
+    Check("oracle", "same values as PyTorch's own implementation", ("base",), check_oracle),
     Check("gradients", "gradients of inputs and parameters", ("grad",), check_gradients),
-    Check("masking", "masked keys ignored; key order; (B,) = (B, Tq) lens", ("mask",), check_masking),
+    Check("masking", "masked keys ignored; key order; broadcast = expanded", ("mask",), check_masking),
     Check("stability", "finite and right for scores ~1e4 in float32", ("stable",), check_stability),
     Check("side_effects", "inputs untouched, dtype and device kept", ("base", "f32"), check_side_effects),
     Check("dropout", "eval() exact; train() drops; weights pre-dropout", ("dropout",), check_dropout),
+    Check("memory", "largest allocation within max(max_elements, S)", ("memory",), check_memory),
     Check("cuda", "CUDA float64/float32 vs CPU reference", ("cuda",), check_device("cuda"), True),
     Check("cuda_half", "CUDA float16/bfloat16", ("half",), check_device("half"), True),
 ]}

@@ -88,6 +88,10 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("dev", help="for the kit's maintainers: regenerate files, self-check")
     d.add_argument("action", choices=["sync", "check"])
     d.set_defaults(run=cmd_dev)
+    for name, command in sub.choices.items():
+        if name != "dev":  # generated files are English (and Chinese) whatever the chosen language
+            command.add_argument("--lang", choices=["en", "zh"], help="statements, hints and mistakes in English "
+                                 "or Simplified Chinese (default: $ATTNKIT_LANG, else en)")
     return p
 
 
@@ -97,6 +101,10 @@ def _impl_arg(p) -> None:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    if getattr(args, "lang", None):
+        from .i18n import set_lang
+
+        set_lang(args.lang)
     if args.command in ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev"):
         from .forkserver import warm_up
 

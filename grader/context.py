@@ -46,32 +46,31 @@ class Context:
 
 
 def valid_mask(problem, case) -> torch.Tensor:
-    """Boolean (B, [H,] Tq, Tk): which key each query may attend, from the call's valid_lens."""
-    cfg, lens = case.cfg, case.call["args"][-1]
-    B, Tq, Tk = cfg["B"], cfg["Tq"], cfg["Tk"]
-    if lens is None:
-        mask = torch.ones(B, Tq, Tk, dtype=torch.bool)
-    else:
-        per_query = lens[:, None] if lens.dim() == 1 else lens
-        mask = (torch.arange(Tk) < per_query[..., None]).expand(B, Tq, Tk)
-    return mask[:, None] if problem.weights_dims.startswith("B H") else mask
+    """Boolean, broadcastable to the weights: which key each query may attend in this call."""
+    from .scenarios import lens_to_mask, output_shapes
+
+    shape = output_shapes(problem, case.cfg)[-1]
+    arg = None if problem.mask_index is None else case.call["args"][problem.mask_index]
+    if arg is None:
+        return torch.ones(shape, dtype=torch.bool)
+    return (arg if problem.masking == "mask" else lens_to_mask(problem, case.cfg, arg)).expand(shape)
 
 
-STAGE_HINTS = {
-    "weights": "The weights already differ: look at the scores, the mask and the softmax first.",
-    "output": "The weights match but the output does not: look at what the weights multiply and what follows.",
-}
+STAGE_HINTS = (  # (first stage: the weights, which come last; then the other outputs)
+    "The weights already differ: look at the scores, the mask and the softmax first.",
+    "The weights match but the output does not: look at what the weights multiply and what follows.",
+)
 
 
 def compare_all(ctx, case, got, expected, tol):
     """Fail on the first stage that diverges: the weights (scores, mask, softmax) before the output."""
     names = ctx.problem.outputs
-    order = sorted(range(len(names)), key=lambda i: names[i] != "weights")
-    for i in order:
+    last = len(names) - 1
+    for i in [last, *range(last)]:
         bad = mismatch(names[i], got[i], expected[i], tol)
         if bad:
-            shape = error_shape(ctx.problem, case, got[i], expected[i], tol) if names[i] == "weights" else ""
-            ctx.fail(case, bad + (f"\n{STAGE_HINTS[names[i]]}" if len(names) > 1 else "") + shape)
+            shape = error_shape(ctx.problem, case, got[i], expected[i], tol) if i == last else ""
+            ctx.fail(case, bad + (f"\n{STAGE_HINTS[i != last]}" if len(names) > 1 else "") + shape)
 
 
 def error_shape(problem, case, got, expected, tol) -> str:

@@ -28,8 +28,12 @@ c.Autograde.create_student = True
 '''
 
 
-def init(directory) -> list[Path]:
-    """Write the course; refuses a directory that exists and is not empty (nothing is overwritten)."""
+def init(directory, lang: str | None = None) -> list[Path]:
+    """Write the course (notebooks in `lang`, default: the chosen language); refuses a directory that
+    exists and is not empty (nothing is overwritten)."""
+    from .i18n import current
+
+    lang = lang or current()
     root = Path(directory)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise BadInput(f"{directory} exists and is not empty: choose a new directory (nothing is overwritten)")
@@ -40,7 +44,7 @@ def init(directory) -> list[Path]:
         written[0].write_text(CONFIG)
         for pid in ORDER:
             path = source / f"{pid}.ipynb"
-            path.write_text(text(build(pid, "source", solution="regions")))
+            path.write_text(text(build(pid, "source", solution="regions", lang=lang)))
             written.append(path)
     except OSError as exc:
         raise BadInput(f"cannot write the course in {directory}: {exc.strerror}") from None

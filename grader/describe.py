@@ -37,7 +37,7 @@ def _shape(shape, dims: str) -> str:
     names = dims.split(")")[0].lstrip("(").replace(" ", "").split(",") if dims.startswith("(") else []
     if len(names) != len(shape):
         return str(tuple(shape))
-    return "(" + ", ".join(f"{n}={s}" for n, s in zip(names, shape)) + ")"
+    return "(" + ", ".join(str(s) if n.isdigit() else f"{n}={s}" for n, s in zip(names, shape)) + ")"
 
 
 def error_text(result: dict) -> str:

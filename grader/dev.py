@@ -6,10 +6,12 @@ generated file is fresh, and says which command fixes what it finds.
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from . import ROOT
+from .i18n import using
 from .problems import all_problems
 from .stubs import is_untouched_stub, render
 
@@ -32,6 +34,16 @@ def render_readme(text: str) -> str:
     return pattern.sub(lambda _: f"{BEGIN}\n{readme_table()}\n{END}", text)
 
 
+SCHEMA = "grader/report.schema.json"
+
+
+def render_schema(text: str) -> str:
+    """The report schema with the problem-id enum taken from the specs."""
+    data = json.loads(text)
+    data["properties"]["problems"]["items"]["properties"]["id"]["enum"] = [p.id for p in all_problems()]
+    return json.dumps(data, indent=2) + "\n"
+
+
 def _notebook_untouched(path: Path) -> bool:
     """A learner notebook whose implementation cells are all still stubs (safe to regenerate)."""
     import nbformat
@@ -44,17 +56,31 @@ def _notebook_untouched(path: Path) -> bool:
     return bool(cells) and all(is_untouched_stub(src) for src in cells)
 
 
+NOTEBOOK_DIRS = {"en": "notebooks", "zh": "notebooks/zh"}
+"""Where the learner notebooks of each language live."""
+
+
+def _notebooks():
+    """(relative path, language, problem id) of every learner notebook."""
+    return [(f"{folder}/{p.id}.ipynb", lang, p.id) for lang, folder in NOTEBOOK_DIRS.items() for p in all_problems()]
+
+
 def stale(root: Path = ROOT) -> list[str]:
     """One line per generated file that is not what the specs say; each names the fix."""
+    with using("en"):
+        return _stale(root)
+
+
+def _stale(root: Path) -> list[str]:
     from .notebooks import build, text
 
     out = []
-    for p in all_problems():
-        path = root / "notebooks" / f"{p.id}.ipynb"
+    for rel, lang, pid in _notebooks():
+        path = root / rel
         if not path.exists():
-            out.append(f"notebooks/{p.id}.ipynb is missing: run `{SYNC}`")
-        elif _notebook_untouched(path) and path.read_text() != text(build(p.id, "learner")):
-            out.append(f"notebooks/{p.id}.ipynb is stale: run `{SYNC}`")
+            out.append(f"{rel} is missing: run `{SYNC}`")
+        elif _notebook_untouched(path) and path.read_text() != text(build(pid, "learner", lang=lang)):
+            out.append(f"{rel} is stale: run `{SYNC}`")
     for p in all_problems():
         path = root / "exercises" / f"{p.id}.py"
         if not path.exists():
@@ -64,11 +90,19 @@ def stale(root: Path = ROOT) -> list[str]:
     readme = root / "README.md"
     if readme.read_text() != render_readme(readme.read_text()):
         out.append(f"README.md's problem table is stale: run `{SYNC}`")
+    schema = root / SCHEMA
+    if schema.read_text() != render_schema(schema.read_text()):
+        out.append(f"{SCHEMA}'s problem ids are stale: run `{SYNC}`")
     return out
 
 
 def sync(root: Path = ROOT) -> list[str]:
     """Rewrite generated files; a stub the learner has worked on is left alone (and reported)."""
+    with using("en"):
+        return _sync(root)
+
+
+def _sync(root: Path) -> list[str]:
     done = []
     for p in all_problems():
         path = root / "exercises" / f"{p.id}.py"
@@ -80,20 +114,25 @@ def sync(root: Path = ROOT) -> list[str]:
             done.append(f"wrote exercises/{p.id}.py")
     from .notebooks import build, text
 
-    (root / "notebooks").mkdir(exist_ok=True)
-    for p in all_problems():
-        path = root / "notebooks" / f"{p.id}.ipynb"
-        new_text = text(build(p.id, "learner"))
+    for rel, lang, pid in _notebooks():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new_text = text(build(pid, "learner", lang=lang))
         if path.exists() and not _notebook_untouched(path):
-            done.append(f"kept notebooks/{p.id}.ipynb: it holds your work (move it away to get a fresh one)")
+            done.append(f"kept {rel}: it holds your work (move it away to get a fresh one)")
         elif not path.exists() or path.read_text() != new_text:
             path.write_text(new_text)
-            done.append(f"wrote notebooks/{p.id}.ipynb")
+            done.append(f"wrote {rel}")
     readme = root / "README.md"
     new = render_readme(readme.read_text())
     if new != readme.read_text():
         readme.write_text(new)
         done.append("wrote README.md's problem table")
+    schema = root / SCHEMA
+    new = render_schema(schema.read_text())
+    if new != schema.read_text():
+        schema.write_text(new)
+        done.append(f"wrote {SCHEMA}")
     return done
 
 

@@ -78,9 +78,12 @@ def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEF
         plans = {}
         for p in problems:
             plans[p.id] = _plan(p, seed, cuda)
-            pool.workers[p.id].submit([c.call for c in plans[p.id].values()])
+            pool.workers[p.id].submit([c.call for c in plans[p.id].values() if c.group != "imports"])
+        probes = _start_probes(impl, problems, plans, limits, timeout)
         refs = {p.id: _reference_results(p, seed, cuda) for p in problems}
         pool.run_until_idle()
+        for (pid, key), future in probes.items():
+            pool.workers[pid].results[key] = future.result()
     finally:
         pool.close()
     results = [_judge(p, plans[p.id], pool.workers[p.id], refs[p.id], cuda, seed) for p in problems]
@@ -90,6 +93,21 @@ def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEF
         score=sum(r.score for r in results), max_score=sum(r.max_score for r in results),
         devices={"cpu": True, "cuda": cuda}, problems=results,
     )
+
+
+def _start_probes(impl, problems, plans, limits, timeout) -> dict:
+    """Fresh-interpreter import checks (grader/probe.py), each in a thread while the workers run."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .probe import fresh_import
+
+    keys = [(p.id, k) for p in problems for k, c in plans[p.id].items() if c.group == "imports"]
+    if not keys:
+        return {}
+    pool = ThreadPoolExecutor(len(keys))
+    futures = {key: pool.submit(fresh_import, str(impl), key[0], limits, timeout) for key in keys}
+    pool.shutdown(wait=False)  # the futures run on; grade() collects them after the workers
+    return futures
 
 
 _PLANS: dict = {}
@@ -110,13 +128,17 @@ def _reference_results(problem, seed: int, cuda: bool) -> dict:
     if key not in _REFS:
         target = reference(problem)
         _REFS[key] = {k: execute(as_reference(c.call), target) for k, c in _plan(problem, seed, cuda).items() if c.reference}
+        if "oracle" in problem.points:  # a library implementation, on the same float64 calls
+            for k, c in _plan(problem, seed, cuda).items():
+                if c.group == "base":
+                    _REFS[key][k]["oracle"] = [o.detach() for o in problem.oracle(as_reference(c.call))]
     return _REFS[key]
 
 
 def _not_started(problem, worker) -> str | None:
     if worker.loaded:
         return worker.loaded
-    results = list(worker.results.values())
+    results = [r for k, r in worker.results.items() if not k.startswith("imports/")]
     if results and all(not r["ok"] and r["error"]["type"] == "NotImplementedError" for r in results):
         return f"{problem.id}.py raises NotImplementedError: still a stub, fill it in"
     return None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .scenarios import LENS_KINDS, Case, base_call, cast, draw_configs, generator, make_lens
+from .scenarios import Case, base_call, cast, draw_configs, generator, lens_to_mask, make_lens, make_mask, mask_kinds, spread
 from .spec import Problem
 
 
@@ -33,20 +33,60 @@ def group_ctor(problem, seed):
     return cases
 
 
+def with_args(problem, call: dict, overrides: dict) -> dict:
+    """The call with some arguments replaced, by name."""
+    args = list(call["args"])
+    for name, value in overrides.items():
+        args[problem.arg_names.index(name)] = value
+    return dict(call, args=args)
+
+
+def group_call_errors(problem, seed):
+    """Function problems: calls with an invalid argument (config 0), which must raise ValueError."""
+    cases = []
+    for vi, variant, ci, cfg, gen in _cases(problem, seed):
+        if ci != 0:
+            continue
+        call = base_call(problem, cfg, variant, gen("err"), make_mask(problem, "batch", cfg, gen("err", "lens")))
+        for i, (overrides, why, words) in enumerate(problem.call_errors(cfg)):
+            cases.append(Case(_key("call_error", vi, ci, i), "ctor_error", variant, cfg, with_args(problem, call, overrides),
+                              reference=False, meta={"why": why, "words": words}))
+    return cases
+
+
+def group_memory(problem, seed):
+    """Configs 0 and 3 with the spec's memory settings; each call's forward records its largest allocation."""
+    cases = []
+    for vi, variant, ci, cfg, gen in _cases(problem, seed):
+        if ci not in (0, 3):
+            continue
+        call = base_call(problem, cfg, variant, gen("memory"), make_mask(problem, "query", cfg, gen("memory", "lens")))
+        for i, (overrides, allowed) in enumerate(problem.memory(cfg, call["args"])):
+            measured = dict(with_args(problem, call, overrides), measure=True)
+            cases.append(Case(_key("memory", vi, ci, i), "memory", variant, cfg, measured,
+                              lens=_kind(problem, "query"), meta={"allowed": allowed}))
+    return cases
+
+
+def group_imports(problem, seed):
+    """One probe: the worker imports the module in a fresh interpreter and lists the torch modules loaded."""
+    return [Case("imports/fresh", "imports", {}, {}, {"probe": "fresh_import", "args": []}, reference=False)]
+
+
 def group_base(problem, seed):
     """Every variant, config and valid_lens kind, float64, eval()."""
     return [
         Case(_key("base", vi, ci, kind), "base", variant, cfg,
-             base_call(problem, cfg, variant, gen(), make_lens(kind, cfg, gen("lens", kind))), lens=kind)
-        for vi, variant, ci, cfg, gen in _cases(problem, seed) for kind in LENS_KINDS
+             base_call(problem, cfg, variant, gen(), make_mask(problem, kind, cfg, gen("lens", kind))), lens=kind)
+        for vi, variant, ci, cfg, gen in _cases(problem, seed) for kind in mask_kinds(problem)
     ]
 
 
 def group_float32(problem, seed):
     return [
         Case(_key("f32", vi, ci), "f32", variant, cfg,
-             base_call(problem, cfg, variant, gen(), make_lens("query", cfg, gen("lens", "query")), dtype="float32"),
-             lens="query")
+             base_call(problem, cfg, variant, gen(), make_mask(problem, "query", cfg, gen("lens", "query")),
+                       dtype="float32"), lens=_kind(problem, "query"))
         for vi, variant, ci, cfg, gen in _cases(problem, seed)
     ]
 
@@ -55,45 +95,55 @@ def group_grad(problem, seed):
     """Gradients on configs 0 and 3, with every query seeing at least one key."""
     return [
         Case(_key("grad", vi, ci, kind), "grad", variant, cfg,
-             base_call(problem, cfg, variant, gen("grad"), make_lens(kind, cfg, gen("glens", kind), low=1), grad=True),
-             lens=kind)
-        for vi, variant, ci, cfg, gen in _cases(problem, seed) if ci in (0, 3) for kind in ("batch", "query")
+             base_call(problem, cfg, variant, gen("grad"), make_mask(problem, kind, cfg, gen("glens", kind), low=1),
+                       grad=True), lens=kind)
+        for vi, variant, ci, cfg, gen in _cases(problem, seed) if ci in (0, 3)
+        for kind in dict.fromkeys(_kind(problem, k) for k in ("batch", "query"))
     ]
 
 
+def _kind(problem, kind: str) -> str:
+    """`kind` where the problem has a masking argument, else "none"."""
+    return "none" if problem.masking == "none" else kind
+
+
 def group_masking(problem, seed):
-    """Config 0: original, tail keys/values made huge, lens per query, keys permuted within lens."""
+    """Config 0: original, tail keys/values made huge, lens per query, keys permuted within lens.
+    A mask problem gets the same lengths as a key padding mask, and (B, Tq)-shaped ones expanded."""
     cases = []
     for vi, variant, ci, cfg, gen in _cases(problem, seed):
         if ci != 0:
             continue
         g = gen("mask")
         lens = make_lens("batch", cfg, g, low=1)
-        orig = base_call(problem, cfg, variant, g, lens)
-        B, Tk = cfg["B"], cfg["Tk"]
-        beyond = (torch.arange(Tk)[None, :] >= lens[:, None])[..., None]  # (B, Tk, 1)
-        loud = [a.clone() for a in orig["args"][:-1]]
-        noise = lambda t, scale: scale * torch.randn(t.shape, generator=g, dtype=torch.float64)  # noqa: E731
-        if problem.is_module:  # keys beyond valid_len become large (x100), values huge (x1e4)
-            loud[1] = torch.where(beyond, noise(loud[1], 1e2), loud[1])
-            loud[2] = torch.where(beyond, noise(loud[2], 1e4), loud[2])
-        else:  # scores at masked positions become large, within the contract's bound
-            loud[0] = torch.where(beyond.transpose(1, 2), noise(loud[0], 1e4).clamp(-1e4, 1e4), loud[0])
+        per_query = lens[:, None].expand(cfg["B"], cfg["Tq"]).clone()
+        if problem.masking == "mask":
+            arg, per_query = lens_to_mask(problem, cfg, lens), lens_to_mask(problem, cfg, per_query)
+            per_query = per_query.expand(per_query.shape[:-2] + (cfg["Tq"], cfg["Tk"])).clone()
+        else:
+            arg = lens
+        orig = base_call(problem, cfg, variant, g, arg)
+        Tk, at = cfg["Tk"], problem.mask_index
+        beyond = torch.arange(Tk)[None, :] >= lens[:, None]  # (B, Tk)
         perm = torch.stack([
             torch.cat([torch.randperm(int(n), generator=g), torch.arange(int(n), Tk)]) for n in lens
         ])  # (B, Tk): a permutation of the valid prefix of each row
-        permuted = [a.clone() for a in orig["args"][:-1]]
-        if problem.is_module:
-            for i in (1, 2):
-                permuted[i] = torch.gather(permuted[i], 1, perm[..., None].expand_as(permuted[i]))
-        else:
-            permuted[0] = torch.gather(permuted[0], 2, perm[:, None, :].expand_as(permuted[0]))
-        per_query = lens[:, None].expand(B, cfg["Tq"]).clone()
+        noise = lambda t, scale: scale * torch.randn(t.shape, generator=g, dtype=torch.float64)  # noqa: E731
+        loud, permuted = list(orig["args"]), list(orig["args"])
+        if problem.arg_names[0] == "scores":  # scores at masked positions become large, within the contract's bound
+            where = spread(beyond, loud[0].dim() - 1)
+            loud[0] = torch.where(where, noise(loud[0], 1e4).clamp(-1e4, 1e4), loud[0])
+            permuted[0] = torch.gather(orig["args"][0], -1, spread(perm, loud[0].dim() - 1).expand_as(loud[0]))
+        else:  # keys beyond valid_len become large (x100), values huge (x1e4); key/value pairs permuted together
+            for i, scale in ((1, 1e2), (2, 1e4)):
+                x = orig["args"][i]
+                loud[i] = torch.where(spread(beyond, x.dim() - 2, 1), noise(x, scale), x)
+                permuted[i] = torch.gather(x, -2, spread(perm, x.dim() - 2, 1).expand_as(x))
         variants = {
             "orig": orig,
-            "loud": dict(orig, args=loud + [lens]),
-            "per_query": dict(orig, args=orig["args"][:-1] + [per_query]),
-            "permuted": dict(orig, args=permuted + [lens]),
+            "loud": dict(orig, args=loud),
+            "per_query": dict(orig, args=orig["args"][:at] + [per_query] + orig["args"][at + 1:]),
+            "permuted": dict(orig, args=permuted),
         }
         for name, call in variants.items():
             cases.append(Case(_key("mask", vi, ci, name), "mask", variant, cfg, call, lens="batch", meta={"perm": perm}))
@@ -106,9 +156,9 @@ def group_stability(problem, seed):
     for vi, variant, ci, cfg, gen in _cases(problem, seed):
         if ci != 0:
             continue
-        call = base_call(problem, cfg, variant, gen("stable"), make_lens("query", cfg, gen("slens")))
-        problem.amplify(call["args"], call["state"], variant)
-        cases.append(Case(_key("stable", vi, ci), "stable", variant, cfg, cast(call, "float32"), lens="query"))
+        call = base_call(problem, cfg, variant, gen("stable"), make_mask(problem, "query", cfg, gen("slens")))
+        problem.amplify(call["args"], call["state"], {**cfg, **variant})
+        cases.append(Case(_key("stable", vi, ci), "stable", variant, cfg, cast(call, "float32"), lens=_kind(problem, "query")))
     return cases
 
 
@@ -118,7 +168,7 @@ def group_dropout(problem, seed):
     for vi, variant, ci, cfg, gen in _cases(problem, seed):
         if ci != 0:
             continue
-        call = base_call(problem, cfg, variant, gen("drop"), make_lens("batch", cfg, gen("dlens"), low=1))
+        call = base_call(problem, cfg, variant, gen("drop"), make_mask(problem, "batch", cfg, gen("dlens"), low=1))
         call["ctor"] = problem.ctor_call(cfg, variant, dropout=0.5)
         cases.append(Case(_key("dropout", vi, ci, "eval"), "dropout", variant, cfg, dict(call, repeat=2), lens="batch"))
         cases.append(Case(_key("dropout", vi, ci, "train"), "dropout", variant, cfg, dict(call, train=True, seed=7), lens="batch"))
@@ -130,9 +180,10 @@ def group_cuda(problem, seed, dtypes=("float64", "float32"), group="cuda"):
     for vi, variant, ci, cfg, gen in _cases(problem, seed):
         if ci != 0:
             continue
-        call = base_call(problem, cfg, variant, gen(group), make_lens("query", cfg, gen(group, "lens")))
+        call = base_call(problem, cfg, variant, gen(group), make_mask(problem, "query", cfg, gen(group, "lens")))
         for dt in dtypes:
-            cases.append(Case(_key(group, vi, ci, dt), group, variant, cfg, dict(cast(call, dt), device="cuda"), lens="query"))
+            cases.append(Case(_key(group, vi, ci, dt), group, variant, cfg, dict(cast(call, dt), device="cuda"),
+                              lens=_kind(problem, "query")))
     return cases
 
 
@@ -142,7 +193,7 @@ def group_half(problem, seed):
 
 GROUPS = {
     "ctor": group_ctor, "base": group_base, "f32": group_float32, "grad": group_grad, "mask": group_masking,
-    "stable": group_stability, "dropout": group_dropout, "cuda": group_cuda, "half": group_half,
+    "stable": group_stability, "call_error": group_call_errors, "imports": group_imports, "memory": group_memory, "dropout": group_dropout, "cuda": group_cuda, "half": group_half,
 }
 
 

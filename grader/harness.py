@@ -9,11 +9,18 @@ both sides are driven identically. A call is a plain dict:
   train:     module mode; seed: torch.manual_seed before the call; repeat: how many calls
   grad_out:  None, or one tensor per output: gradients of sum(output * grad_out) are returned
   device:    "cpu" or "cuda"; dtype: the float dtype's name (module parameters are cast to it); n_out: how many tensors the call returns (1 or 2)
+  arrays:    "numpy": the function receives NumPy copies of the tensors and must return NumPy arrays
+  banned:    names of torch functions the call may not reach (intercept.Banned)
+  measure:   True to record the largest tensor the forward allocates (result "peak")
 The result holds only plain tensors on the CPU, strings, numbers, lists and dicts.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
+
+from .intercept import Banned, Peak
 
 
 class CallError(Exception):
@@ -33,10 +40,15 @@ def execute(call: dict, target) -> dict:
         _load_state(fn, call.get("state") or {})
         fn.train(bool(call.get("train")))
     want_grad = call.get("grad_out") is not None
-    args = [_prepare(a, device, want_grad) for a in call["args"]]
-    before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
+    numpy = call.get("arrays") == "numpy"
+    args = [_prepare(a, device, want_grad, numpy) for a in call["args"]]
+    before = [_copy(a) for a in args]
     _seed(device, call.get("seed", 0))
-    runs = [_outputs(fn(*args), call["n_out"]) for _ in range(call.get("repeat", 1))]
+    peak = Peak() if call.get("measure") else contextlib.nullcontext()
+    with Banned(call.get("banned") or ()), peak:
+        runs = [_outputs(fn(*args), call["n_out"], numpy) for _ in range(call.get("repeat", 1))]
+    if call.get("measure"):
+        result["peak"] = {"elements": peak.elements, "op": peak.op}
     outs = runs[0]
     result["outputs"] = [[o.detach().cpu() for o in run] for run in runs]
     result["devices"] = [o.device.type for o in outs]
@@ -53,9 +65,11 @@ def _seed(device, seed: int) -> None:
         torch.cuda.manual_seed(seed)
 
 
-def _prepare(a, device, want_grad):
+def _prepare(a, device, want_grad, numpy=False):
     if not isinstance(a, torch.Tensor):
         return a
+    if numpy:
+        return a.numpy().copy()
     a = a.to(device).clone()
     return a.requires_grad_() if want_grad and a.is_floating_point() else a
 
@@ -71,12 +85,26 @@ def _load_state(module, state: dict) -> None:
             params[name].copy_(value)
 
 
-def _outputs(value, n_out: int) -> list:
+def _copy(a):
+    if isinstance(a, torch.Tensor):
+        return a.detach().clone()
+    return a.copy() if type(a).__module__ == "numpy" and hasattr(a, "copy") else None
+
+
+def _outputs(value, n_out: int, numpy: bool = False) -> list:
     if n_out == 1:
         value = (value,)
-    what = "a tensor" if n_out == 1 else f"a tuple of {n_out} tensors"
+    kind = "NumPy array" if numpy else "tensor"
+    what = f"a {kind}" if n_out == 1 else f"a tuple of {n_out} {kind}s"
     if not isinstance(value, (tuple, list)) or len(value) != n_out:
         raise CallError(f"returned {_kind(value)}, expected {what}")
+    if numpy:
+        import numpy as np
+
+        for v in value:
+            if not isinstance(v, np.ndarray):
+                raise CallError(f"returned {_kind(v)} where a numpy.ndarray was expected")
+        return [torch.from_numpy(np.array(v)) for v in value]
     for v in value:
         if type(v) is not torch.Tensor and not isinstance(v, torch.nn.Parameter):
             raise CallError(f"returned {_kind(v)} where a torch.Tensor was expected")
@@ -89,7 +117,9 @@ def _kind(v) -> str:
     return f"a {type(v).__module__}.{type(v).__qualname__}".replace("builtins.", "")
 
 
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+def _same(a, b) -> bool:
+    if not isinstance(b, torch.Tensor):  # a NumPy input
+        return a.shape == b.shape and a.dtype == b.dtype and bool((a == b).all())
     a = a.detach()
     return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a.cpu(), b.cpu()))
 
@@ -103,3 +133,4 @@ def _grads(fn, args, outs, grad_out, device) -> dict:
         raise CallError("the outputs are not connected to the autograd graph (detached, or computed without grad)")
     grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
     return {k: (None if g is None else g.detach().cpu()) for k, g in zip(leaves, grads)}
+

@@ -23,12 +23,15 @@ def resolve(name: str) -> str:
 
 def cmd_list(args) -> int:
     from .grading import grade
-    from .report import progress, table
+    from .problems import all_problems
+    from .report import progress
     from .term import fancy
+    from .tracks import track_table
 
     report = grade(args.impl)
     colour = fancy()
-    print(table(report, colour=colour, checks=False))
+    print(f"attnkit: {report.impl} (seed {report.seed}); solve the track in order\n")
+    print(track_table(report, all_problems(), colour=colour))
     print(progress(report, colour=colour))
     return 0
 
@@ -41,12 +44,11 @@ def cmd_hint(args) -> int:
     level = min(data["hints"].get(problem.id, 0) + 1, len(problem.hints))
     data["hints"][problem.id] = level
     state.save(data)
+    from .i18n import word
+
     for i, text in enumerate(problem.hints[:level], 1):
-        print(f"Hint {i}/{len(problem.hints)} for {problem.id}: {text}")
-    if level < len(problem.hints):
-        print(f"(`attnkit hint {problem.id}` again for the next one)")
-    else:
-        print(f"(that was the last hint; `attnkit solution {problem.id}` shows the reference once your code passes)")
+        print(word("hint", i=i, n=len(problem.hints), pid=problem.id, text=text))
+    print(word("next_hint" if level < len(problem.hints) else "last_hint", pid=problem.id))
     return 0
 
 

@@ -15,6 +15,7 @@ import nbformat
 
 from .checks import CHECKS
 from .grading import REFERENCE_DIR
+from .i18n import current, using
 from .problems import get
 from .stubs import docstring, render
 
@@ -85,6 +86,27 @@ def _meta(grade_id: str, *, solution=False, grade=False, locked=True, points=Non
     return {"nbgrader": meta}
 
 
+WORDS = {  # the notebooks' own sentences; the problem's texts come from its spec (grader/i18n.py)
+    "requires": {"en": "Your {deps} goes in the first code cell (copy it from its own notebook); the next cell is this "
+                       "problem.\n",
+                 "zh": "第一个代码单元放你的 {deps}（从它自己的 notebook 复制过来）；下一个单元是本题。\n"},
+    "stuck": {"en": "Stuck? `attnkit hint {pid}` in a terminal reveals hints one level at a time.",
+              "zh": "卡住了？在终端运行 `attnkit hint {pid} --lang zh`，提示会一级一级地显示。"},
+    "quick": {"en": "## Quick checks\nShapes and weight sums on one small fixed example.",
+              "zh": "## 快速检查\n在一个固定的小例子上检查形状和权重之和。"},
+    "graded": {"en": "## Graded checks\nEach cell below is one hidden check; its points are in its first line.",
+               "zh": "## 计分检查\n下面每个单元是一项隐藏检查，分值写在第一行。"},
+    "full": {"en": "## Full grading\nThe same hidden checks and table as `attnkit grade`.",
+             "zh": "## 完整评分\n与 `attnkit grade` 相同的隐藏检查和结果表。"},
+    "weights": {"en": "## Attention weights\nYour weights on a fixed example; the reference's beside them once you pass.",
+                "zh": "## 注意力权重\n你在固定例子上的权重；通过后，参考解答的权重会显示在旁边。"},
+}
+
+
+def _say(key: str, **fields) -> str:
+    return WORDS[key][current()].format(**fields)
+
+
 def statement(problem) -> str:
     parts = [f"# {problem.title}\n\n{problem.summary}\n"]
     if problem.class_doc:
@@ -92,15 +114,20 @@ def statement(problem) -> str:
     for m in problem.methods:
         parts.append(f"```python\n{m.signature}\n{docstring(m, '    ')}```\n")
     if problem.requires:
-        parts.append("Your `" + "`, `".join(problem.requires) + "` goes in the first code cell "
-                     "(copy it from its own notebook); the next cell is this problem.\n")
-    parts.append(f"Stuck? `attnkit hint {problem.id}` in a terminal reveals hints one level at a time.")
+        parts.append(_say("requires", deps="`" + "`, `".join(problem.requires) + "`"))
+    parts.append(_say("stuck", pid=problem.id))
     return "\n".join(parts)
 
 
-def build(pid: str, kind: str, solution: str | None = None) -> nbformat.NotebookNode:
-    """kind: "learner" (notebooks/) or "source" (nbgrader). solution: None, "regions" or "plain"."""
-    problem = get(pid)
+def build(pid: str, kind: str, solution: str | None = None, lang: str = "en") -> nbformat.NotebookNode:
+    """kind: "learner" (notebooks/) or "source" (nbgrader). solution: None, "regions" or "plain".
+    lang: the language of the statement, hints, docstrings and headings."""
+    with using(lang):
+        return _build(get(pid), kind, solution)
+
+
+def _build(problem, kind: str, solution: str | None) -> nbformat.NotebookNode:
+    pid = problem.id
     nb = nbformat.v4.new_notebook()
     nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
                    "language_info": {"name": "python"}}
@@ -119,11 +146,10 @@ def build(pid: str, kind: str, solution: str | None = None) -> nbformat.Notebook
         _meta(f"start_{pid}"))
     for dep in problem.requires + (pid,):
         add("code", cell_source(get(dep), solution), _meta(f"impl_{dep}", solution=True, locked=False))
-    add("md", "## Quick checks\nShapes and weight sums on one small fixed example.", _meta(f"quick_md_{pid}"))
+    add("md", _say("quick"), _meta(f"quick_md_{pid}"))
     add("code", f'from grader.notebook import quick_check\n\nquick_check("{pid}")', _meta(f"quick_{pid}"))
     if source:
-        add("md", "## Graded checks\nEach cell below is one hidden check; its points are in its first line.",
-            _meta(f"graded_md_{pid}"))
+        add("md", _say("graded"), _meta(f"graded_md_{pid}"))
         for cid, points in problem.points.items():
             if CHECKS[cid].needs_cuda:
                 continue
@@ -131,10 +157,9 @@ def build(pid: str, kind: str, solution: str | None = None) -> nbformat.Notebook
                         f"### BEGIN HIDDEN TESTS\ncheck(\"{pid}\", \"{cid}\")\n### END HIDDEN TESTS",
                 _meta(f"check_{pid}_{cid}", grade=True, points=points))
     else:
-        add("md", "## Full grading\nThe same hidden checks and table as `attnkit grade`.")
+        add("md", _say("full"))
         add("code", f'from grader.notebook import grade_here\n\ngrade_here("{pid}")')
-    add("md", "## Attention weights\nYour weights on a fixed example; the reference's beside them once you pass.",
-        _meta(f"weights_md_{pid}"))
+    add("md", _say("weights"), _meta(f"weights_md_{pid}"))
     add("code", f'from grader.notebook import show_weights\n\nshow_weights("{pid}")', _meta(f"weights_{pid}"))
     nb.cells = cells
     return nb

@@ -19,6 +19,8 @@ def pattern(problem, ctx, cid) -> str | None:
                 return rid
         return None
 
+    if cid == "no_torch":
+        return known("imports_torch")
     if cid == "side_effects":
         if any(r.get("ok") and r.get("changed") for r in ctx.got.values()):
             return known("in_place")

@@ -63,9 +63,57 @@ def make_lens(kind: str, cfg: dict, gen: torch.Generator, low: int = 0):
     return lens
 
 
+def dim_names(dims: str, cfg: dict) -> list[str]:
+    """Named dims of a dims string, with "..." expanded to the config's leading dims."""
+    return [n for d in dims.split() for n in (cfg.get("lead", []) if d == "..." else [d])]
+
+
 def output_shapes(problem: Problem, cfg: dict) -> list[tuple]:
-    dims = {"output": "B Tq dv", "weights": problem.weights_dims}
-    return [tuple(cfg[d] for d in dims[name].split()) for name in problem.outputs]
+    return [tuple(cfg[d] for d in dim_names(dims, cfg)) for dims in problem.dims]
+
+
+def spread(t: torch.Tensor, n_lead: int, n_after: int = 0) -> torch.Tensor:
+    """A per-batch (B, X) tensor laid out against a tensor with `n_lead` leading dims (batch first),
+    then X, then `n_after` dims: (B, 1, ..., X, 1, ...); with no leading dims (B = 1): (X, 1, ...)."""
+    if n_lead == 0:
+        return t[0].reshape(-1, *[1] * n_after)
+    return t.reshape(t.shape[0], *[1] * (n_lead - 1), -1, *[1] * n_after)
+
+
+def lens_to_mask(problem: Problem, cfg: dict, lens) -> torch.Tensor:
+    """valid_lens (B,) or (B, Tq) as the boolean mask they mean, laid out against the weights."""
+    per_query = lens[:, None] if lens.dim() == 1 else lens
+    mask = torch.arange(cfg["Tk"]) < per_query[..., None]  # (B, 1 or Tq, Tk)
+    n_lead = len(output_shapes(problem, cfg)[-1]) - 2
+    return mask[0] if n_lead == 0 else mask.reshape(mask.shape[0], *[1] * (n_lead - 1), *mask.shape[1:])
+
+
+MASK_KINDS = ("none", "batch", "query", "random", "causal")
+
+
+def make_mask(problem: Problem, kind: str, cfg: dict, gen: torch.Generator, low: int = 0):
+    """The masking argument of a kind: valid_lens, or a boolean mask (True = attend) that
+    broadcasts to the weights: a key padding mask (batch), per-query lengths (query), an
+    independent draw per weight row (random; with low=0 one row has no allowed key) or a
+    causal (Tq, Tk) mask shared by every leading dim."""
+    if kind == "none" or problem.masking == "none":
+        return None
+    if problem.masking == "lens":
+        return make_lens(kind, cfg, gen, low)
+    if kind in ("batch", "query"):
+        return lens_to_mask(problem, cfg, make_lens(kind, cfg, gen, low))
+    shape = output_shapes(problem, cfg)[-1]
+    if kind == "causal":
+        return torch.ones(cfg["Tq"], cfg["Tk"], dtype=torch.bool).tril(cfg["Tk"] - cfg["Tq"])
+    mask = torch.rand(shape, generator=gen) < 0.6
+    mask.view(-1, shape[-1])[:, int(torch.randint(shape[-1], (1,), generator=gen))] |= low > 0
+    if low == 0:
+        mask.view(-1, shape[-1])[-1] = False
+    return mask
+
+
+def mask_kinds(problem: Problem) -> tuple[str, ...]:
+    return {"lens": LENS_KINDS, "mask": MASK_KINDS, "none": ("none",)}[problem.masking]
 
 
 def make_state(problem: Problem, cfg: dict, gen: torch.Generator) -> dict:
@@ -77,7 +125,8 @@ def make_state(problem: Problem, cfg: dict, gen: torch.Generator) -> dict:
 
 
 def base_call(problem, cfg, variant, gen, lens, *, dtype="float64", grad=False) -> dict:
-    args = problem.inputs(cfg, gen) + [lens]
+    """The call with the problem's inputs, its masking argument `lens` (valid_lens or mask) and trailing args."""
+    args = problem.inputs(cfg, gen) + ([] if problem.masking == "none" else [lens]) + list(problem.trailing(cfg))
     call = {
         "ctor": problem.ctor_call(cfg, variant) if problem.is_module else None,
         "state": make_state(problem, {**cfg, **variant}, gen) if problem.is_module else None,
@@ -89,6 +138,8 @@ def base_call(problem, cfg, variant, gen, lens, *, dtype="float64", grad=False) 
         "device": "cpu",
         "dtype": "float64",
         "n_out": len(problem.outputs),
+        "arrays": problem.arrays,
+        "banned": list(problem.banned),
     }
     if grad:
         call["grad_out"] = [torch.randn(*s, generator=gen, dtype=torch.float64) for s in output_shapes(problem, cfg)]

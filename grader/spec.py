@@ -13,6 +13,12 @@ DIMS = {
     "dk": "key feature size",
     "dv": "value feature size",
     "h": "attention hidden size",
+    "E": "embedding size (= H * d)",
+    "d": "feature size per head, or the attention size",
+    "T": "encoder steps",
+    "n_s": "decoder state size",
+    "n_h": "encoder state size",
+    "...": "zero or more leading (batch) dims",
 }
 """Named dimensions used in every docstring and message."""
 
@@ -65,12 +71,33 @@ class Problem:
     ctor_errors: tuple[tuple[dict, str, tuple[str, ...]], ...] = ()
     mistakes: tuple[Mistake, ...] = ()
     requires: tuple[str, ...] = ()  # problems whose module this one imports (their failures explain ours)
-    outputs: tuple[str, ...] = ("weights",)  # names of what the call returns, in order
-    weights_dims: str = "B Tq Tk"
+    outputs: tuple[str, ...] = ("weights",)  # names of what the call returns, in order; the weights come last
+    dims: tuple[str, ...] = ("B Tq Tk",)  # each output's named dims (cfg keys); "..." stands for cfg["lead"]
+    masking: str = "lens"  # the argument after the inputs: "lens" (valid_lens), "mask" (bool, True = attend), "none"
+    arrays: str = "torch"  # "numpy": the call receives and returns NumPy arrays
+    trailing: Callable = lambda cfg: []  # arguments after the mask (chunked's max_elements)
+    oracle: Callable | None = None  # float64 call -> outputs, from a library implementation we did not write
+    banned: tuple[str, ...] = ()  # torch functions / aten operators the learner's code may not call
+    memory: Callable | None = None  # call -> the largest allocation (elements) its forward may make
+    call_errors: Callable = lambda cfg: ()  # functions: ({arg name: value}, why, words) that must raise ValueError
+    track: str = ""  # the track (grader/tracks.py) this problem belongs to
+    after: tuple[str, ...] = ()  # problems to solve first (besides `requires`): what this one builds on
+    # Simplified Chinese: title, summary, hints, class_doc, statements (one per method), mistakes {id: (name, explain, hint)}
+    zh: dict | None = None
 
     @property
     def is_module(self) -> bool:
         return self.ctor is not None
+
+    @property
+    def arg_names(self) -> list[str]:
+        return [n for n, _ in self.methods[-1].args]
+
+    @property
+    def mask_index(self) -> int | None:
+        """Position of valid_lens / mask among the call's arguments (None: the problem has none)."""
+        name = {"lens": "valid_lens", "mask": "mask"}.get(self.masking)
+        return self.arg_names.index(name) if name else None
 
     @property
     def max_points(self) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import SOLUTIONS, make_impl
 from grader import ROOT
-from grader.problems import all_problems
+from grader.problems import all_problems, get
 from grader.stubs import render
 
 
@@ -100,11 +100,11 @@ def test_reset_backs_up_and_never_deletes(env):
     for _ in range(2):
         r = attnkit("reset", "masked_softmax", "--impl", str(impl))
         assert r.returncode == 0
-        assert (impl / "masked_softmax.py").read_text() == render(all_problems()[0])
+        assert (impl / "masked_softmax.py").read_text() == render(get("masked_softmax"))
         (impl / "masked_softmax.py").write_text(work)
         backups = sorted((state.parent / "backups").iterdir())
     assert len(backups) == 2 and all(b.read_text() == work for b in backups)  # same second: two distinct names
-    (impl / "masked_softmax.py").write_text(render(all_problems()[0]))
+    (impl / "masked_softmax.py").write_text(render(get("masked_softmax")))
     assert "nothing to do" in attnkit("reset", "masked_softmax", "--impl", str(impl)).stdout
 
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import SOLUTIONS, make_impl
 from grader.grading import grade
 from grader.mistakes import wrong_source
-from grader.problems import all_problems
+from grader.problems import all_problems, get
 
 CASES = [(p, m) for p in all_problems() for m in p.mistakes]
 
@@ -33,7 +33,7 @@ def test_mistake_fails_its_problem_and_only_that_problem(tmp_path, problem, mist
     assert statuses.pop(problem.id) == "failed"
     assert set(statuses.values()) == {"passed"}, statuses
     failing = [c for c in report.problem(problem.id).checks if c.status == "failed"]
-    assert failing and all(c.message.startswith("called ") or c.id == "parameters" for c in failing)
+    assert failing and all(c.message.startswith("called ") or c.id in ("parameters", "value_errors") for c in failing)
     # named correctly: by at least one failing check, and never misnamed by another
     named = {c.id: c.mistake for c in failing}
     assert mistake.id in named.values(), named
@@ -49,10 +49,10 @@ def test_every_mistake_is_explained():
 
 
 def test_the_mistake_of_an_imported_masked_softmax_is_named_in_the_module(tmp_path):
-    problem = all_problems()[0]
+    problem = get("masked_softmax")
     wrong = wrong_source(problem, next(m for m in problem.mistakes if m.id == "fill_zero"))
     report = grade(make_impl(tmp_path, {"masked_softmax.py": wrong}))
-    for pid in ("additive_attention", "luong_attention", "multihead_additive_attention"):
+    for pid in ("additive_attention", "luong_attention", "multihead_additive_attention", "chunked_additive_attention"):
         named = {c.mistake for c in report.problem(pid).checks if c.status == "failed"}
         assert named == {"masked_softmax:fill_zero"}, (pid, named)
 
@@ -73,7 +73,7 @@ def test_two_mistakes_at_once_are_not_guessed(tmp_path):
 
 
 def test_a_failing_prerequisite_is_named(tmp_path):
-    problem = all_problems()[0]
+    problem = get("masked_softmax")
     wrong = wrong_source(problem, next(m for m in problem.mistakes if m.id == "lens_ignored"))
     report = grade(make_impl(tmp_path, {"masked_softmax.py": wrong}))
     check = next(c for c in report.problem("additive_attention").checks if c.status == "failed")

@@ -3,16 +3,30 @@ from __future__ import annotations
 
 import importlib
 
+from ..i18n import current, localize
 from ..spec import Problem
 
-ORDER = ("masked_softmax", "additive_attention", "luong_attention", "multihead_additive_attention")
+ORDER = (
+    "numpy_additive_attention", "masked_softmax", "additive_attention", "luong_attention",
+    "scaled_dot_product_attention", "multihead_additive_attention", "multihead_attention", "chunked_additive_attention",
+)
 
 
 def all_problems() -> list[Problem]:
     return [get(pid) for pid in ORDER]
 
 
+_LOCALIZED: dict = {}
+
+
 def get(pid: str) -> Problem:
+    """The spec of `pid`, its texts in the chosen language (grader/i18n.py)."""
     if pid not in ORDER:
         raise KeyError(f"unknown problem {pid!r}; choose from: {', '.join(ORDER)}")
-    return importlib.import_module(f"{__name__}.{pid}").PROBLEM
+    problem = importlib.import_module(f"{__name__}.{pid}").PROBLEM
+    lang = current()
+    if lang == "en":
+        return problem
+    if (pid, lang) not in _LOCALIZED:
+        _LOCALIZED[(pid, lang)] = localize(problem, lang)
+    return _LOCALIZED[(pid, lang)]

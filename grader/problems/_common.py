@@ -34,3 +34,17 @@ def scale_scorer(name):
         w.mul_(SCORE_BOUND / w.abs().sum(-1).max())
 
     return amplify
+
+
+BANNED = ("scaled_dot_product_attention", "_scaled_dot_product*", "multi_head_attention_forward",
+          "_native_multi_head_attention")
+"""What problems 6 and 7 may not call (torch function names; * matches a prefix): F.scaled_dot_product_attention
+and the aten operators behind it, F.multi_head_attention_forward (what nn.MultiheadAttention runs) and its fast path."""
+
+MASK_DOC = "None, or bool broadcastable to the weights; True = the key may be attended"
+
+
+def scale_scores(args, factor):
+    """Scale queries and keys (in place) so that every q . k grows by `factor`."""
+    args[0].mul_(factor ** 0.5)
+    args[1].mul_(factor ** 0.5)

@@ -1,0 +1,51 @@
+"""The NumPy problem's import check: a fresh Python (no torch loaded) imports the module inside
+the same sandbox as a worker and reports which torch modules that import loaded."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+from .sandbox import Limits, hidden_paths, kill_all
+
+MARK = "attnkit-probe:"
+BOOTSTRAP = f"""
+import importlib, json, sys, types
+import numpy  # noqa: F401 - loaded before the sandbox, whose uid may not read the interpreter's files
+from grader import sandbox
+impl, module, limits, hide = json.loads(sys.argv[1])
+work, uid = sandbox.enter(impl, sandbox.Limits(**limits), hide)
+print("{MARK}" + json.dumps({{"uid": uid}}), flush=True)
+package = types.ModuleType("attnkit_submission")
+package.__path__ = [work]
+sys.modules["attnkit_submission"] = package
+try:
+    importlib.import_module("attnkit_submission." + module)
+except BaseException as exc:
+    print("{MARK}" + json.dumps({{"error": (type(exc).__name__ + ": " + str(exc))[:300]}}), flush=True)
+    raise SystemExit(0)
+print("{MARK}" + json.dumps({{"modules": sorted(m for m in sys.modules if m.split(".")[0] == "torch")}}), flush=True)
+"""
+
+
+def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float) -> dict:
+    """A worker-style result: {"ok": True, "modules": [...]} or {"ok": False, "error": {...}}."""
+    args = json.dumps([impl, module, dataclasses.asdict(limits or Limits()), hidden_paths()])
+    proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", BOOTSTRAP, args], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)  # enter() calls setsid
+    found: dict = {}
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        for line in out.splitlines():
+            if line.startswith(MARK):
+                found.update(json.loads(line[len(MARK):]))
+    except subprocess.TimeoutExpired:
+        found["error"] = f"importing {module}.py did not finish within {timeout:g} s"
+    finally:
+        kill_all(found.get("uid"), proc.pid)
+        proc.wait()
+    if "modules" in found:
+        return {"ok": True, "modules": found["modules"]}
+    why = found.get("error") or f"the fresh interpreter exited with code {proc.returncode}"
+    return {"ok": False, "error": {"type": "ImportError", "text": why, "message": why, "value_error": False}}

@@ -1,0 +1,173 @@
+"""Spec: additive attention under a memory bound (the interviewer's follow-up question)."""
+import torch
+
+from ..spec import LENS_DOC, SCORE_BOUND, Method, Mistake, Problem
+
+STEP = "step = max_elements // h  # triples per chunk: a chunk's features are (step, h)"
+CHECK = "if max_elements < h:"
+MISTAKES = (
+    Mistake("full_tensor", "the full (B, Tq, Tk, h) tensor is built anyway (one chunk for everything)",
+            ((STEP, "step = pairs"),),
+            explain="max_elements is the point of the exercise: with one chunk the features are (B*Tq*Tk, h), exactly "
+                    "the tensor the chunking must avoid.",
+            hint="Chunk size in (b, i, j) triples = max_elements // h, so each chunk's features fit the bound."),
+    Mistake("step_ignores_h", "chunks of max_elements triples: the features are h times too big",
+            ((STEP, "step = max_elements"),),
+            explain="Each (b, i, j) triple carries h features, so a chunk of n triples allocates n * h elements.",
+            hint="step = max_elements // h."),
+    Mistake("last_chunk_dropped", "the last, partial chunk is dropped",
+            (("for start in range(0, pairs, step):", "for start in range(0, pairs - pairs % step, step):"),),
+            explain="When the number of triples is not a multiple of the chunk size, the last chunk is shorter; "
+                    "skipping it loses those scores.",
+            hint="range(0, pairs, step) and slice each chunk up to min(start + step, pairs)."),
+    Mistake("clamped_instead_of_raising", "max_elements < h is clamped instead of rejected",
+            ((CHECK, "if False:"), (STEP, "step = max(1, max_elements // h)")),
+            explain="Below h not even one (query, key) pair's features fit the bound: the contract wants ValueError, "
+                    "not a silent overrun.",
+            hint="if max_elements < h: raise ValueError(...)."),
+    Mistake("per_chunk_softmax", "softmax taken inside each chunk: chunks are not normalised together",
+            (("scores.append(features @ w_v[0])", "scores.append(torch.softmax(features @ w_v[0], 0))"),),
+            explain="A softmax normalises over all the keys of a query; normalising each chunk on its own gives "
+                    "weights that are not those of the full softmax.",
+            hint="Collect the raw scores of every chunk (or keep running maxima and sums), then normalise once."),
+    Mistake("no_tanh", "tanh missing", (("torch.tanh(q[b * Tq + i] + k[b * Tk + j])", "(q[b * Tq + i] + k[b * Tk + j])"),),
+            explain="Without tanh the scorer is linear: w_v . (W_q q + W_k k) splits into a query term and a key term.",
+            hint="features = torch.tanh(W_q q_i + W_k k_j)."),
+    Mistake("lens_ignored", "valid_lens ignored", (("masked_softmax(torch.cat(scores).reshape(B, Tq, Tk), valid_lens)",
+                                                   "masked_softmax(torch.cat(scores).reshape(B, Tq, Tk), None)"),),
+            explain="valid_lens never reaches the softmax: padded keys get weight.",
+            hint="masked_softmax(scores, valid_lens)."),
+    Mistake("weights_on_keys", "weights applied to the keys instead of the values",
+            (("return torch.bmm(weights, values), weights", "return torch.bmm(weights, keys), weights"),),
+            explain="The attention weights multiply the values; keys only enter the scores.",
+            hint="output = weights @ values."),
+    Mistake("in_place", "w_v squeezed in place", (("features @ w_v[0]", "features @ w_v.squeeze_(0)"),),
+            explain="squeeze_ changes the caller's w_v (and fails on a tensor that requires grad).",
+            hint="w_v[0] or w_v.squeeze(0): out of place."),
+)
+
+
+def _inputs(cfg, gen):
+    """queries, keys, values standard normal; W_q (h, dq), W_k (h, dk), w_v (1, h) in nn.Linear's range."""
+    B, Tq, Tk, h = cfg["B"], cfg["Tq"], cfg["Tk"], cfg["h"]
+
+    def linear(*shape):
+        return (torch.rand(*shape, generator=gen, dtype=torch.float64) * 2 - 1) / shape[-1] ** 0.5
+
+    qkv = [torch.randn(*s, generator=gen, dtype=torch.float64) for s in ((B, Tq, cfg["dq"]), (B, Tk, cfg["dk"]), (B, Tk, cfg["dv"]))]
+    return qkv + [linear(h, cfg["dq"]), linear(h, cfg["dk"]), linear(1, h)]
+
+
+def _amplify(args, state, cfg):
+    """|score| <= sum |w_v| because |tanh| < 1: scale w_v so that bound is exactly 1e4."""
+    args[5].mul_(SCORE_BOUND / args[5].abs().sum())
+
+
+def allowed(cfg, args, max_elements) -> int:
+    """max(max_elements, S): S is the largest input, B*Tq*Tk, B*Tq*dv, B*Tq*h or B*Tk*h."""
+    B, Tq, Tk, dv, h = cfg["B"], cfg["Tq"], cfg["Tk"], cfg["dv"], cfg["h"]
+    inputs = [a.numel() for a in args if isinstance(a, torch.Tensor)]
+    return max(max_elements, *inputs, B * Tq * Tk, B * Tq * dv, B * Tq * h, B * Tk * h)
+
+
+def _memory(cfg, args):
+    """The smallest legal bound (h), a bound that splits rows of keys (2h + 1), and the default (no chunking needed)."""
+    return [({"max_elements": m}, allowed(cfg, args, m)) for m in (cfg["h"], 2 * cfg["h"] + 1, 2**20)]
+
+
+ZH = {
+    "title": "内存受限的加性注意力",
+    "summary": "分块计算的加性注意力：任何张量都不超过 max(max_elements, S) 个元素。",
+    "hints": (
+        "大张量是每个 (b, i, j) 的 tanh(W_q q_i + W_k k_j)：B*Tq*Tk*h 个元素。先投影一次（W_q queries 只有 (B, Tq, h)），"
+        "再每次为一块 (b, i, j) 三元组构造特征。",
+        "一块 n 个三元组会分配 n*h 个元素，所以 n = max_elements // h（max_elements >= h 时至少为 1；小于 h 时抛出 ValueError）。"
+        "每块只保留分数 (n,)，不保留特征；分数 (B, Tq, Tk) 不超过 S。",
+        "for start in range(0, B*Tq*Tk, n): idx = torch.arange(start, min(start + n, B*Tq*Tk)); b, i, j = idx // (Tq*Tk), "
+        "idx // Tk % Tq, idx % Tk; scores.append(torch.tanh(q[b, i] + k[b, j]) @ w_v[0])。最后只做一次 masked_softmax。",
+    ),
+    "statements": (
+        "结果与 eval() 模式下的 AdditiveAttention 相同（scores = w_v . tanh(W_q q_i + W_k k_j)，带掩码的\n"
+        "softmax，weights @ values），权重以 nn.Linear 布局的张量给出，但永远不构造完整的 (B, Tq, Tk, h)\n"
+        "张量：调用期间任何运算分配的张量（视图和原地操作的结果除外）都不能超过 max(max_elements, S) 个元素，\n"
+        "S 是任一输入、B*Tq*Tk、B*Tq*dv、B*Tq*h、B*Tk*h 中最大者。max_elements < h 时抛出 ValueError；\n"
+        "更大的值都必须可用。梯度要流到每个输入，包括权重。",
+    ),
+    "mistakes": {
+        "full_tensor": ("还是构造了完整的 (B, Tq, Tk, h) 张量（所有东西放在一块里）",
+                        "max_elements 正是这道题的要点：只有一块时特征是 (B*Tq*Tk, h)，恰好是分块要避免的那个张量。",
+                        "每块的 (b, i, j) 三元组数 = max_elements // h，这样每块的特征都在上限之内。"),
+        "step_ignores_h": ("每块取 max_elements 个三元组：特征大了 h 倍",
+                           "每个 (b, i, j) 三元组带 h 个特征，所以 n 个三元组的一块会分配 n * h 个元素。",
+                           "写成：step = max_elements // h。"),
+        "last_chunk_dropped": ("丢掉了最后一个不完整的块",
+                               "三元组总数不是块大小的整数倍时，最后一块更短；跳过它就丢掉了那些分数。",
+                               "range(0, pairs, step)，每块截到 min(start + step, pairs)。"),
+        "clamped_instead_of_raising": ("max_elements < h 时被截断处理，而不是拒绝",
+                                       "小于 h 时连一个 (查询, 键) 对的特征都放不下：约定要求抛出 ValueError，而不是悄悄超出上限。",
+                                       "写成：if max_elements < h: raise ValueError(...)。"),
+        "per_chunk_softmax": ("在每块内部做 softmax：各块没有一起归一化",
+                              "softmax 是在一个查询的所有键上归一化；每块各自归一化得到的权重不是完整 softmax 的权重。",
+                              "先收集每块的原始分数（或维护运行中的最大值和和），最后只归一化一次。"),
+        "no_tanh": ("缺少 tanh",
+                    "没有 tanh 时打分函数是线性的：w_v . (W_q q + W_k k) 拆成查询项和键项。",
+                    "写成：features = torch.tanh(W_q q_i + W_k k_j)。"),
+        "lens_ignored": ("忽略了 valid_lens",
+                         "valid_lens 没有传到 softmax：填充位置的键得到了权重。",
+                         "写成：masked_softmax(scores, valid_lens)。"),
+        "weights_on_keys": ("权重乘在了 keys 上而不是 values 上",
+                            "注意力权重乘的是 values；keys 只参与打分。",
+                            "写成：output = weights @ values。"),
+        "in_place": ("原地 squeeze 了 w_v",
+                     "squeeze_ 会改动调用者的 w_v（对需要梯度的张量还会报错）。",
+                     "用 w_v[0] 或 w_v.squeeze(0)：非原地操作。"),
+    },
+}
+
+
+PROBLEM = Problem(
+    id="chunked_additive_attention",
+    title="Memory-bounded additive attention",
+    summary="Additive attention computed in chunks: no tensor above max(max_elements, S) elements.",
+    symbol="chunked_additive_attention",
+    points={"value_errors": 1, "shapes": 1, "weight_sums": 1, "parity_float64": 3, "parity_float32": 1,
+            "gradients": 2, "masking": 2, "stability": 1, "side_effects": 1, "memory": 3, "cuda": 1, "cuda_half": 1},
+    hints=(
+        "The big tensor is tanh(W_q q_i + W_k k_j) for every (b, i, j): B*Tq*Tk*h elements. Project once (W_q "
+        "queries is only (B, Tq, h)), then build the features for a chunk of (b, i, j) triples at a time.",
+        "A chunk of n triples allocates n*h elements, so n = max_elements // h (at least 1 when max_elements >= h; "
+        "raise ValueError below that). Keep each chunk's scores (n,), not its features; the scores (B, Tq, Tk) fit S.",
+        "for start in range(0, B*Tq*Tk, n): idx = torch.arange(start, min(start + n, B*Tq*Tk)); b, i, j = idx // (Tq*Tk), "
+        "idx // Tk % Tq, idx % Tk; scores.append(torch.tanh(q[b, i] + k[b, j]) @ w_v[0]). Then masked_softmax once.",
+    ),
+    methods=(
+        Method(
+            signature="def chunked_additive_attention(queries, keys, values, W_q, W_k, w_v, valid_lens=None, max_elements=2**20):",
+            statement=(
+                "The result of AdditiveAttention in eval() mode (scores = w_v . tanh(W_q q_i + W_k k_j), masked\n"
+                "softmax, weights @ values), with the weights given as tensors in nn.Linear layout, without ever\n"
+                "building the full (B, Tq, Tk, h) tensor: during the call no tensor an operation allocates (views\n"
+                "and in-place results aside) may exceed max(max_elements, S) elements, S the largest of any input,\n"
+                "B*Tq*Tk, B*Tq*dv, B*Tq*h, B*Tk*h. max_elements < h raises ValueError; any larger value must work.\n"
+                "Gradients flow to every input, weights included."
+            ),
+            args=(("queries", "(B, Tq, dq)"), ("keys", "(B, Tk, dk)"), ("values", "(B, Tk, dv)"), ("W_q", "(h, dq)"),
+                  ("W_k", "(h, dk)"), ("w_v", "(1, h)"), ("valid_lens", LENS_DOC),
+                  ("max_elements", "the allocation bound, in elements (>= h)")),
+            returns=(("output", "(B, Tq, dv)"), ("weights", "(B, Tq, Tk)")),
+        ),
+    ),
+    imports="import torch\n\nfrom .masked_softmax import masked_softmax\n",
+    requires=("masked_softmax",),
+    inputs=_inputs,
+    trailing=lambda cfg: [3 * cfg["h"] + 1],
+    amplify=_amplify,
+    mistakes=MISTAKES,
+    outputs=("output", "weights"),
+    dims=("B Tq dv", "B Tq Tk"),
+    memory=_memory,
+    call_errors=lambda cfg: (({"max_elements": cfg["h"] - 1}, "max_elements < h", ()),),
+    track="memory",
+    after=('additive_attention',),
+    zh=ZH,
+)

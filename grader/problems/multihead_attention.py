@@ -1,0 +1,237 @@
+"""Spec: Transformer multi-head attention (batch first)."""
+import torch
+
+from ..spec import SCORE_BOUND, Method, Mistake, Problem
+from ._common import BANNED, MASK_DOC
+
+SCORES = "scores = q @ k.transpose(-2, -1) / d**0.5"
+FILL = "filled = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)"
+MASKED = "weights = torch.softmax(filled, dim=-1) * mask"
+RETURN = "return self.W_o(context.transpose(1, 2).reshape(B, Tq, H * d)), weights"
+CONTEXT = "context = self.dropout(weights) @ v"
+MISTAKES = (
+    Mistake("mask_inverted", "mask convention inverted (True treated as 'masked out')",
+            ((FILL, "filled = scores.masked_fill(mask, torch.finfo(scores.dtype).min)"),
+             (MASKED, "weights = torch.softmax(filled, dim=-1) * ~mask")),
+            explain="True means the key MAY be attended (as in F.scaled_dot_product_attention); nn.MultiheadAttention's "
+                    "attn_mask uses the opposite convention, which is why the grader inverts it for that comparison.",
+            hint="Fill where the mask is False: scores.masked_fill(~mask, ...)."),
+    Mistake("scale_by_d", "scores divided by d instead of sqrt(d)", ((SCORES, "scores = q @ k.transpose(-2, -1) / d"),),
+            explain="The scale is 1/sqrt(d), d = embed_dim // num_heads.",
+            hint="scores = q @ k^T / math.sqrt(d)."),
+    Mistake("scale_by_embed_dim", "scaled by sqrt(embed_dim) instead of sqrt(head dim)",
+            ((SCORES, "scores = q @ k.transpose(-2, -1) / (H * d) ** 0.5"),),
+            explain="Each head dots vectors of d = embed_dim // num_heads features, so the scale is 1/sqrt(d), "
+                    "not 1/sqrt(embed_dim).",
+            hint="d = embed_dim // num_heads; divide by d ** 0.5."),
+    Mistake("heads_no_transpose", "heads split by a view without transpose (head and time axes mixed)",
+            (("self.W_q(queries).view(B, Tq, H, d).transpose(1, 2)", "self.W_q(queries).view(B, H, Tq, d)"),
+             ("self.W_k(keys).view(B, Tk, H, d).transpose(1, 2)", "self.W_k(keys).view(B, H, Tk, d)"),
+             ("self.W_v(values).view(B, Tk, H, d).transpose(1, 2)", "self.W_v(values).view(B, H, Tk, d)")),
+            explain="(B, T, E) viewed straight as (B, H, T, d) mixes time steps and heads: the head axis must be split "
+                    "off the feature axis first.",
+            hint="x.view(B, T, H, d).transpose(1, 2), not x.view(B, H, T, d)."),
+    Mistake("no_bias", "W_o without a bias",
+            (("self.W_o = nn.Linear(embed_dim, embed_dim)", "self.W_o = nn.Linear(embed_dim, embed_dim, bias=False)"),),
+            explain="All four projections have a bias here (as in nn.MultiheadAttention): W_q, W_k, W_v, W_o = "
+                    "nn.Linear(embed_dim, embed_dim).",
+            hint="nn.Linear(embed_dim, embed_dim) (bias=True is the default)."),
+    Mistake("weights_averaged", "weights averaged over heads instead of returned per head",
+            ((RETURN, "return self.W_o(context.transpose(1, 2).reshape(B, Tq, H * d)), weights.mean(1)"),),
+            explain="The weights come back per head, (B, H, Tq, Tk): nn.MultiheadAttention's average_attn_weights=False.",
+            hint="Return the (B, H, Tq, Tk) weights as they are."),
+    Mistake("concat_wrong_order", "head contexts concatenated feature-major instead of head-major",
+            ((RETURN, "return self.W_o(context.permute(0, 2, 3, 1).reshape(B, Tq, H * d)), weights"),),
+            explain="Head n's context fills features n*d:(n+1)*d of the concatenation, in head order.",
+            hint="context (B, H, Tq, d).transpose(1, 2).reshape(B, Tq, H * d)."),
+    Mistake("weights_after_dropout", "weights returned after dropout",
+            ((CONTEXT, "weights = self.dropout(weights)\n        context = weights @ v"),),
+            explain="The returned weights are the softmax output, before dropout; only the copy that multiplies v drops.",
+            hint="context = self.dropout(weights) @ v; return the undropped weights."),
+    Mistake("dropout_in_eval", "dropout active in eval() mode",
+            ((CONTEXT, "context = torch.nn.functional.dropout(weights, self.dropout.p, training=True) @ v"),),
+            explain="Dropout must do nothing in eval() mode.",
+            hint="Use the nn.Dropout module, or F.dropout(x, p, training=self.training)."),
+    Mistake("library_call", "calls F.scaled_dot_product_attention for the context",
+            ((CONTEXT, "context = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)"),),
+            explain="PyTorch's attention functions are banned here; the grader intercepts the call.",
+            hint="context = self.dropout(weights) @ v, with weights computed by you."),
+    Mistake("softmax_no_max", "softmax by hand without subtracting the maximum",
+            (("torch.softmax(scores, dim=-1)", "(scores.exp() / scores.exp().sum(-1, keepdim=True))"),
+             ("torch.softmax(filled, dim=-1)", "(filled.exp() / filled.exp().sum(-1, keepdim=True))")),
+            explain="exp of a score of ~1e4 is inf, and inf / inf is NaN.",
+            hint="torch.softmax (it subtracts the maximum)."),
+    Mistake("fixed_dtype", "scores cast to float32 (.float()), whatever the inputs' dtype",
+            ((SCORES, "scores = (q @ k.transpose(-2, -1) / d**0.5).float()"),),
+            explain="A hard-coded dtype loses float64 precision and breaks the next matmul with v.",
+            hint="Keep the inputs' dtype: no .float()."),
+)
+
+
+def _fit(cfg, variant):
+    return {**cfg, "E": cfg["H"] * cfg["dq"]}
+
+
+def _inputs(cfg, gen):
+    """queries (B, Tq, E), keys and values (B, Tk, E), standard normal."""
+    B, E = cfg["B"], cfg["E"]
+    return [torch.randn(B, t, E, generator=gen, dtype=torch.float64) for t in (cfg["Tq"], cfg["Tk"], cfg["Tk"])]
+
+
+def _params(cfg):
+    E = cfg["E"]
+    return {f"{w}.{p}": (E, E) if p == "weight" else (E,) for w in ("W_q", "W_k", "W_v", "W_o") for p in ("weight", "bias")}
+
+
+def _amplify(args, state, cfg):
+    """Scale the query and key projections so that the largest |score| of any head is exactly 1e4."""
+    H, d = cfg["H"], cfg["dq"]
+    q = (args[0] @ state["W_q.weight"].T + state["W_q.bias"]).unflatten(-1, (H, d)).transpose(1, 2)
+    k = (args[1] @ state["W_k.weight"].T + state["W_k.bias"]).unflatten(-1, (H, d)).transpose(1, 2)
+    factor = (SCORE_BOUND / (q @ k.transpose(-2, -1) / d**0.5).abs().max()) ** 0.5
+    for name in ("W_q.weight", "W_q.bias", "W_k.weight", "W_k.bias"):
+        state[name].mul_(factor)
+
+
+def _oracle(call):
+    """torch.nn.MultiheadAttention (batch_first, eval(), the same weights, the mask inverted)"""
+    E, H = call["ctor"]["args"]
+    q, k, v, mask = call["args"]
+    s = call["state"]
+    mha = torch.nn.MultiheadAttention(E, H, batch_first=True, dtype=q.dtype).eval()
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([s["W_q.weight"], s["W_k.weight"], s["W_v.weight"]]))
+        mha.in_proj_bias.copy_(torch.cat([s["W_q.bias"], s["W_k.bias"], s["W_v.bias"]]))
+        mha.out_proj.weight.copy_(s["W_o.weight"])
+        mha.out_proj.bias.copy_(s["W_o.bias"])
+        B, Tq, Tk = q.shape[0], q.shape[1], k.shape[1]
+        attn_mask = None if mask is None else ~mask.expand(B, H, Tq, Tk).reshape(B * H, Tq, Tk)
+        out, weights = mha(q, k, v, attn_mask=attn_mask, need_weights=True, average_attn_weights=False)
+    return [out, weights]
+
+
+ZH = {
+    "title": "Transformer 多头注意力",
+    "summary": "投影 q、k、v；每个头做带布尔掩码的缩放点积注意力；拼接；再经过 W_o。",
+    "hints": (
+        "先投影再拆头：W_q(queries) 是 (B, Tq, E)；把它 view 成 (B, Tq, H, d) 再转置成 (B, H, Tq, d)，d = E // H。"
+        "第 n 个头拥有第 n*d:(n+1)*d 个特征。",
+        "每个头就是缩放点积注意力：(B, H, Tq, d) @ (B, H, d, Tk) / sqrt(d)，在掩码为 False 处屏蔽，"
+        "在键上做 softmax，没有可关注键的行置为 0。dropout 只作用在乘以 v 的那份权重副本上。",
+        "context = dropout(weights) @ v 是 (B, H, Tq, d)；output = W_o(context.transpose(1, 2).reshape(B, Tq, E))；"
+        "return output, weights（按头给出，dropout 之前）。",
+    ),
+    "class_doc": "Transformer 多头注意力（batch 维在前）：H 个缩放点积头，然后是 W_o。",
+    "statements": (
+        "embed_dim % num_heads != 0 时抛出 ValueError。只创建下面这些参数（每个都带偏置），\n"
+        "以及一个概率为 `dropout` 的 dropout：\n"
+        "W_q, W_k, W_v, W_o = nn.Linear(embed_dim, embed_dim)\n"
+        "第 n 个头使用投影后 q、k、v 的第 n*d:(n+1)*d 个特征，d = embed_dim // num_heads。",
+        "每个头：weights = 在可关注的键上做 softmax(q k^T / sqrt(d))，其他位置严格为 0（没有可关注键的行全为 0，\n"
+        "该头的上下文也为 0）；context = dropout(weights) @ v；各头按顺序拼接，再经过 W_o。\n"
+        "返回的权重按头给出、在 dropout 之前。按批次给出的掩码 (B, Tq, Tk) 以 mask[:, None] 传入。\n"
+        "eval() 下它等于权重相同、掩码取反的 nn.MultiheadAttention(E, H, batch_first=True)；\n"
+        "不要调用它（也不要调用 F.scaled_dot_product_attention）：评分器会拦截。",
+    ),
+    "mistakes": {
+        "mask_inverted": ("掩码约定反了（把 True 当成“屏蔽”）",
+                          "True 表示该键“可以”被关注（与 F.scaled_dot_product_attention 相同）；nn.MultiheadAttention 的 "
+                          "attn_mask 用相反的约定，所以评分器和它比较时会把掩码取反。",
+                          "在掩码为 False 的位置填充：scores.masked_fill(~mask, ...)。"),
+        "scale_by_d": ("分数除以了 d 而不是 sqrt(d)",
+                       "缩放因子是 1/sqrt(d)，d = embed_dim // num_heads。",
+                       "写成：scores = q @ k^T / math.sqrt(d)。"),
+        "scale_by_embed_dim": ("按 sqrt(embed_dim) 缩放，而不是按 sqrt(每个头的维度)",
+                               "每个头做点积的向量有 d = embed_dim // num_heads 个特征，所以缩放因子是 1/sqrt(d)，不是 1/sqrt(embed_dim)。",
+                               "d = embed_dim // num_heads；除以 d ** 0.5。"),
+        "heads_no_transpose": ("用 view 拆头却没有转置（头轴和时间轴混在一起）",
+                               "把 (B, T, E) 直接 view 成 (B, H, T, d) 会把时间步和头混在一起：必须先从特征轴上拆出头轴。",
+                               "x.view(B, T, H, d).transpose(1, 2)，而不是 x.view(B, H, T, d)。"),
+        "no_bias": ("W_o 没有偏置",
+                    "这里四个投影都带偏置（和 nn.MultiheadAttention 一样）：W_q、W_k、W_v、W_o = nn.Linear(embed_dim, embed_dim)。",
+                    "nn.Linear(embed_dim, embed_dim)（默认 bias=True）。"),
+        "weights_averaged": ("返回的权重对头取了平均，而不是按头返回",
+                             "权重按头返回，形状 (B, H, Tq, Tk)：相当于 nn.MultiheadAttention 的 average_attn_weights=False。",
+                             "原样返回 (B, H, Tq, Tk) 的权重。"),
+        "concat_wrong_order": ("各头上下文按特征优先而不是按头优先拼接",
+                               "第 n 个头的上下文占据拼接结果的第 n*d:(n+1)*d 个特征，按头的顺序排列。",
+                               "写成：context (B, H, Tq, d).transpose(1, 2).reshape(B, Tq, H * d)。"),
+        "weights_after_dropout": ("返回的权重经过了 dropout",
+                                  "返回的权重是 softmax 的输出、在 dropout 之前；只有乘以 v 的那份副本做 dropout。",
+                                  "context = self.dropout(weights) @ v；返回没有 dropout 的权重。"),
+        "dropout_in_eval": ("eval() 模式下 dropout 仍然生效",
+                            "eval() 模式下 dropout 必须不起作用。",
+                            "使用 nn.Dropout 模块，或 F.dropout(x, p, training=self.training)。"),
+        "library_call": ("用 F.scaled_dot_product_attention 计算上下文",
+                         "PyTorch 自带的注意力函数在这里被禁止；评分器会拦截这个调用。",
+                         "context = self.dropout(weights) @ v，权重由你自己计算。"),
+        "softmax_no_max": ("手写 softmax 却没有减去最大值",
+                           "约 1e4 的分数取 exp 得到 inf，而 inf / inf 是 NaN。",
+                           "用 torch.softmax（它会减去最大值）。"),
+        "fixed_dtype": ("不管输入是什么类型，分数都被转成了 float32（.float()）",
+                        "写死的 dtype 会丢掉 float64 的精度，还会让接下来与 v 的矩阵乘法出错。",
+                        "保持输入的 dtype：不要用 .float()。"),
+    },
+}
+
+
+PROBLEM = Problem(
+    id="multihead_attention",
+    title="Transformer multi-head attention",
+    summary="Project q, k, v; scaled dot-product attention per head with a boolean mask; concatenate; W_o.",
+    symbol="MultiHeadAttention",
+    points={"parameters": 2, "shapes": 1, "weight_sums": 2, "parity_float64": 3, "parity_float32": 1, "oracle": 2,
+            "gradients": 2, "masking": 2, "stability": 1, "side_effects": 1, "dropout": 1, "cuda": 1, "cuda_half": 1},
+    hints=(
+        "Project first, then split heads: W_q(queries) is (B, Tq, E); view it as (B, Tq, H, d) and transpose to "
+        "(B, H, Tq, d), d = E // H. Head n owns features n*d:(n+1)*d.",
+        "Per head this is scaled dot-product attention: (B, H, Tq, d) @ (B, H, d, Tk) / sqrt(d), masked where the "
+        "mask is False, softmax over keys, rows with no allowed key set to 0. Dropout only on the copy of the "
+        "weights that multiplies v.",
+        "context = dropout(weights) @ v is (B, H, Tq, d); output = W_o(context.transpose(1, 2).reshape(B, Tq, E)); "
+        "return output, weights (per head, before dropout).",
+    ),
+    class_doc="Transformer multi-head attention (batch first): H scaled dot-product heads, then W_o.",
+    methods=(
+        Method(
+            signature="def __init__(self, embed_dim, num_heads, dropout=0.0):",
+            statement=(
+                "embed_dim % num_heads != 0 raises ValueError. Create exactly these parameters, each with a bias,\n"
+                "and a dropout of probability `dropout`:\n"
+                "W_q, W_k, W_v, W_o = nn.Linear(embed_dim, embed_dim)\n"
+                "Head n uses features n*d:(n+1)*d of the projected q, k, v, d = embed_dim // num_heads."
+            ),
+            args=(("embed_dim", "E"), ("num_heads", "H"), ("dropout", "probability, 0.0 by default")),
+        ),
+        Method(
+            signature="def forward(self, queries, keys, values, mask=None):",
+            statement=(
+                "Per head: weights = softmax(q k^T / sqrt(d)) over allowed keys, exactly 0 elsewhere (all zeros, and\n"
+                "that head's context 0, on a row with no allowed key); context = dropout(weights) @ v; heads\n"
+                "concatenated in order, then W_o. The weights are returned per head, before dropout. A per-batch\n"
+                "mask (B, Tq, Tk) is passed as mask[:, None]. In eval() it equals nn.MultiheadAttention(E, H,\n"
+                "batch_first=True) with the same weights and the inverted mask; do not call it (nor\n"
+                "F.scaled_dot_product_attention): the grader intercepts them."
+            ),
+            args=(("queries", "(B, Tq, E)"), ("keys", "(B, Tk, E)"), ("values", "(B, Tk, E)"), ("mask", MASK_DOC)),
+            returns=(("output", "(B, Tq, E)"), ("weights", "(B, H, Tq, Tk)")),
+        ),
+    ),
+    imports="import torch\nfrom torch import nn\n",
+    ctor=lambda c: {"embed_dim": c["E"], "num_heads": c["H"], "dropout": c.get("dropout", 0.0)},
+    ctor_required=2,
+    fit=_fit,
+    params=_params,
+    inputs=_inputs,
+    amplify=_amplify,
+    ctor_errors=(({"embed_dim": 6, "num_heads": 4}, "embed_dim not divisible by num_heads", ()),),
+    mistakes=MISTAKES,
+    outputs=("output", "weights"),
+    dims=("B Tq E", "B H Tq Tk"),
+    masking="mask",
+    oracle=_oracle,
+    banned=BANNED,
+    track="transformer",
+    after=('scaled_dot_product_attention', 'multihead_additive_attention'),
+    zh=ZH,
+)
