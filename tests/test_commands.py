@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 
 from conftest import snapshot
+from grader.problems import ORDER
 from grader import ROOT
 
 SCHEMA = json.loads((ROOT / "grader" / "report.schema.json").read_text())
@@ -29,8 +30,7 @@ def test_attnkit_grade_solutions_full_marks_and_json(tmp_path):
     report = json.loads(out.read_text())
     jsonschema.validate(report, SCHEMA)
     assert report["score"] == report["max_score"] > 0
-    assert [p["id"] for p in report["problems"]] == [
-        "masked_softmax", "additive_attention", "luong_attention", "multihead_additive_attention"]
+    assert [p["id"] for p in report["problems"]] == list(ORDER)
     assert "total" in r.stdout and f"{report['score']:g}/{report['max_score']:g}" in r.stdout
 
 

@@ -22,6 +22,8 @@ def test_sync_rewrites_outdated_stubs_and_keeps_learner_work(tmp_path):
     (tmp_path / "exercises").mkdir()
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    (tmp_path / "grader").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "grader" / "report.schema.json", tmp_path / "grader" / "report.schema.json")
     work = "def masked_softmax(scores, valid_lens=None):\n    return scores.softmax(-1)\n"
     (tmp_path / "exercises" / "masked_softmax.py").write_text(work)
     (tmp_path / "exercises" / "luong_attention.py").write_text('def f():\n    """old"""\n    raise NotImplementedError\n')
@@ -36,6 +38,8 @@ def test_stale_notebook_is_found_and_learner_notebooks_are_kept(tmp_path):
     shutil.copytree(ROOT / "exercises", tmp_path / "exercises")
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    (tmp_path / "grader").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "grader" / "report.schema.json", tmp_path / "grader" / "report.schema.json")
     path = tmp_path / "notebooks" / "luong_attention.ipynb"
     path.write_text(path.read_text().replace("Quick checks", "Old heading"))
     assert stale(tmp_path) == ["notebooks/luong_attention.ipynb is stale: run `attnkit dev sync`"]
@@ -55,8 +59,12 @@ def test_stale_names_the_command_that_fixes_it(tmp_path):
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
     (tmp_path / "README.md").write_text((ROOT / "README.md").read_text().replace("| 1 |", "| one |"))
     (tmp_path / "exercises" / "luong_attention.py").write_text('def f():\n    """old"""\n    raise NotImplementedError\n')
+    (tmp_path / "grader").mkdir()
+    schema = (ROOT / "grader" / "report.schema.json").read_text()
+    (tmp_path / "grader" / "report.schema.json").write_text(schema.replace('"chunked_additive_attention"', '"x"'))
+    (tmp_path / "notebooks" / "zh" / "masked_softmax.ipynb").unlink()
     lines = stale(tmp_path)
-    assert len(lines) == 2 and all("run `attnkit dev sync`" in line for line in lines)
+    assert len(lines) == 4 and all("run `attnkit dev sync`" in line for line in lines), lines
 
 
 def test_dev_check_passes():

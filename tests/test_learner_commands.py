@@ -11,8 +11,11 @@ import pytest
 
 from conftest import SOLUTIONS, make_impl
 from grader import ROOT
-from grader.problems import all_problems, get
+from grader.problems import ORDER, all_problems, get
 from grader.stubs import render
+
+TOTAL = sum(p.max_points - sum(v for k, v in p.points.items() if k.startswith("cuda")) for p in all_problems())
+"""The points a CPU-only run can give."""
 
 
 @pytest.fixture
@@ -36,7 +39,14 @@ def test_list_shows_status_score_and_progress(env):
     r = attnkit("list", "--impl", str(impl))
     assert r.returncode == 0
     assert "masked_softmax" in r.stdout and "passed" in r.stdout and "not started" in r.stdout
-    assert "14/65 points, 1/4 problems passed" in r.stdout and "[####" in r.stdout
+    assert f"14/{TOTAL} points, 1/{len(all_problems())} problems passed" in r.stdout and "[#" in r.stdout
+    # the track, in order, with each problem's prerequisites, and what to do next
+    lines = r.stdout.splitlines()
+    assert lines.index("1. warm-up: NumPy first, then the masked softmax every module reuses") < \
+        [i for i, line in enumerate(lines) if line.strip().startswith("additive_attention")][0]
+    assert any(line.strip().startswith("multihead_attention") and
+               "after: scaled_dot_product_attention, multihead_additive_attention" in line for line in lines)
+    assert "next: numpy_additive_attention" in r.stdout
     assert "\033[" not in r.stdout  # plain text when not on a terminal
 
 
@@ -48,7 +58,7 @@ def test_colour_on_a_terminal_only(env):
 
 def test_hints_reveal_one_level_at_a_time_and_are_remembered(env):
     _, state, attnkit = env
-    problem = all_problems()[1]
+    problem = get("additive_attention")
     first = attnkit("hint", "additive")  # a unique prefix names the problem
     assert first.returncode == 0 and "warning" in first.stderr and "was missing" in first.stderr
     assert f"Hint 1/3 for {problem.id}: {problem.hints[0]}" in first.stdout and problem.hints[1] not in first.stdout
@@ -74,8 +84,7 @@ def test_corrupt_state_is_recreated_with_a_warning(env):
 def test_unknown_problem_lists_the_valid_ones(env, command):
     r = env[2](command, "attention")  # a prefix of none, and ambiguous as a substring
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.strip() == ("attnkit: error: unknown problem 'attention'; choose from: masked_softmax, "
-                                "additive_attention, luong_attention, multihead_additive_attention")
+    assert r.stderr.strip() == f"attnkit: error: unknown problem 'attention'; choose from: {', '.join(ORDER)}"
 
 
 def test_solution_only_after_passing_or_with_force(env):
@@ -128,7 +137,7 @@ def test_watch_regrades_the_saved_problem(env):
     assert proc.returncode == 0, out
     assert "luong_attention" in out and "passed" in out and "18/18" in out
     assert "next hint: `attnkit hint luong_attention` (1/3)" in out
-    assert "32/65 points, 2/4 problems passed" in out and "re-graded luong_attention" in out
+    assert f"32/{TOTAL} points, 2/{len(ORDER)} problems passed" in out and "re-graded luong_attention" in out
 
 
 def test_grade_plots_a_failing_parity_check(env, tmp_path):
