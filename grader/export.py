@@ -31,7 +31,8 @@ CASES = {cases!r}
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_shapes_and_weight_sums(case):
     target = getattr(importlib.import_module(f"{package}.{{case['module']}}"), case["symbol"])
-    problems = fixed_example_problems(target, case["ctor"], case["inputs"], case["outputs"], case["lens"])
+    problems = fixed_example_problems(target, case["ctor"], case["inputs"], case["outputs"], case["mask"],
+                                      case["trailing"], case["numpy"])
     assert not problems, "; ".join(problems)
 '''
 

@@ -142,7 +142,9 @@ def show_weights(pid: str):
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.2), squeeze=False)
     for ax, (title, w) in zip(axes[0], panels):
         m = w.detach().to(torch.float64)
-        m = m[0, 0] if m.dim() == 4 else m[0]  # first batch row (and head)
+        while m.dim() > 2:  # first batch row (and head)
+            m = m[0]
+        m = m[None] if m.dim() == 1 else m  # one decoder step: a single row
         im = ax.imshow(m.numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto")
         ax.set(title=title, xlabel="key j", ylabel="query i")
         fig.colorbar(im, ax=ax, shrink=0.8)

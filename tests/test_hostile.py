@@ -11,6 +11,7 @@ import pytest
 from conftest import SOLUTIONS, make_impl, snapshot
 from grader import ROOT
 from grader.grading import grade
+from grader.problems import all_problems
 from grader.sandbox import Limits
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="hiding files and dropping privileges needs root")
@@ -87,8 +88,10 @@ def test_tampering_with_torch_changes_no_other_verdict(tmp_path):
         "def masked_softmax(scores, valid_lens=None):\n    return torch.zeros(1)\n"
     )
     files = {"masked_softmax.py": tamper, "_softmax_ok.py": (SOLUTIONS / "masked_softmax.py").read_text()}
-    for pid in ("additive_attention", "luong_attention", "multihead_additive_attention"):
-        files[f"{pid}.py"] = (SOLUTIONS / f"{pid}.py").read_text().replace("from .masked_softmax import", "from ._softmax_ok import")
+    for p in all_problems():
+        if "masked_softmax" in p.requires:
+            files[f"{p.id}.py"] = (SOLUTIONS / f"{p.id}.py").read_text().replace("from .masked_softmax import",
+                                                                               "from ._softmax_ok import")
     report = grade(make_impl(tmp_path, files))
     assert report.problem("masked_softmax").score == 0
     assert all(p.status == "passed" for p in report.problems if p.id != "masked_softmax")
