@@ -30,7 +30,7 @@ def check_no_torch(ctx):
     for case in ctx.of("imports"):
         modules = ctx.result(case)["modules"]
         if modules:
-            raise Failed(f"importing {ctx.problem.id}.py in a fresh Python loaded {', '.join(modules[:3])}: this "
+            raise Failed(f"importing {ctx.problem.id}.py in a fresh Python imports {', '.join(modules[:3])}: this "
                          "problem is NumPy only; remove every torch import (also those of modules it imports)")
 
 

@@ -14,7 +14,7 @@ PACKAGE = "submission"
 
 TEST_HEADER = '''"""Public checks for your submission: shapes and weight sums on one fixed example per problem.
 
-Run them with `pytest test_public.py` (only torch and pytest are needed). Passing them says
+Run them with `pytest test_public.py` (only torch, numpy and pytest are needed). Passing them says
 your code runs and has the right shapes; the interviewer's hidden grading checks much more
 (masking, gradients, numerical parity, stability, dropout, ...).
 """
@@ -59,7 +59,7 @@ signature, the parameter names and every shape; keep them as they are.
 ## Check your work
 
 ```bash
-pip install torch pytest
+pip install torch numpy pytest
 pytest test_public.py
 ```
 

@@ -1,5 +1,7 @@
 """The NumPy problem's import check: a fresh Python (no torch loaded) imports the module inside
-the same sandbox as a worker and reports which torch modules that import loaded."""
+the same sandbox as a worker and reports every torch module that import asked for. A finder
+placed first on sys.meta_path sees each such request (direct, or through any other module)
+and refuses it, so the answer does not depend on torch being importable inside the sandbox."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,6 +16,20 @@ BOOTSTRAP = f"""
 import importlib, json, sys, types
 import numpy  # noqa: F401 - loaded before the sandbox, whose uid may not read the interpreter's files
 from grader import sandbox
+
+
+class Watch:
+    seen = []
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name.split(".")[0] == "torch":
+            cls.seen.append(name)
+            raise ModuleNotFoundError("attnkit: " + name + " may not be imported by this problem")
+        return None
+
+
+sys.meta_path.insert(0, Watch)
 impl, module, limits, hide = json.loads(sys.argv[1])
 work, uid = sandbox.enter(impl, sandbox.Limits(**limits), hide)
 print("{MARK}" + json.dumps({{"uid": uid}}), flush=True)
@@ -23,9 +39,10 @@ sys.modules["attnkit_submission"] = package
 try:
     importlib.import_module("attnkit_submission." + module)
 except BaseException as exc:
-    print("{MARK}" + json.dumps({{"error": (type(exc).__name__ + ": " + str(exc))[:300]}}), flush=True)
-    raise SystemExit(0)
-print("{MARK}" + json.dumps({{"modules": sorted(m for m in sys.modules if m.split(".")[0] == "torch")}}), flush=True)
+    if not Watch.seen:
+        print("{MARK}" + json.dumps({{"error": (type(exc).__name__ + ": " + str(exc))[:300]}}), flush=True)
+        raise SystemExit(0)
+print("{MARK}" + json.dumps({{"modules": sorted(set(Watch.seen))}}), flush=True)
 """
 
 
