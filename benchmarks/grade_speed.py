@@ -1,7 +1,8 @@
 """Full grading time as a ratio to the floor of `python -c "import torch"` plus pytest's start-up.
 
 The floor and the grading are measured in the same run, interleaved, and the medians are
-compared, so the ratio holds on any machine. Target (issue 2): at most 1.5x.
+compared, so the ratio holds on any machine. Targets: at most 1.5x with the first four problems
+(issue 2), at most 2x with all eight (issue 6).
 
     python benchmarks/grade_speed.py [--repeat 7] [--impl solutions]
 """
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
         print(f"{name:<18} median {t:6.2f} s")
     print(f"{'floor':<18} median {floor:6.2f} s  (import torch + pytest start-up)")
     for name in ("attnkit grade", "pytest --impl"):
-        print(f"ratio {name:<12} {med[name] / floor:5.2f}x the floor (target <= 1.5x)")
+        print(f"ratio {name:<12} {med[name] / floor:5.2f}x the floor (target <= 2x for eight problems)")
     return 0
 
 
