@@ -35,6 +35,8 @@ def _value(a, dims: str = "") -> str:
 def _shape(shape, dims: str) -> str:
     """(2, 3, 5) as (B=2, Tq=3, dq=5) when the documented dims, e.g. "(B, Tq, dq)", name every axis."""
     names = dims.split(")")[0].lstrip("(").replace(" ", "").split(",") if dims.startswith("(") else []
+    if names[:1] == ["..."] and len(shape) >= len(names) - 1:  # leading dims: shown as plain sizes
+        names = ["1"] * (len(shape) - len(names) + 1) + names[1:]
     if len(names) != len(shape):
         return str(tuple(shape))
     return "(" + ", ".join(str(s) if n.isdigit() else f"{n}={s}" for n, s in zip(names, shape)) + ")"
