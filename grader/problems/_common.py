@@ -1,7 +1,7 @@
 """Pieces shared by the attention-module specs."""
 import torch
 
-from ..spec import LENS_DOC, SCORE_BOUND
+from ..spec import LENS_DOC, SCORE_BOUND, Mistake
 
 MODULE_IMPORTS = "import torch\nfrom torch import nn\n\nfrom .masked_softmax import masked_softmax\n"
 
@@ -48,3 +48,29 @@ def scale_scores(args, factor):
     """Scale queries and keys (in place) so that every q . k grows by `factor`."""
     args[0].mul_(factor ** 0.5)
     args[1].mul_(factor ** 0.5)
+
+
+FILL = "filled = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)"
+MASKED = "weights = torch.softmax(filled, dim=-1) * mask"
+BOOLEAN_MASK_MISTAKES = (  # problems 6 and 7 share these lines of their references, and so these mistakes
+    Mistake("mask_inverted", "mask convention inverted (True treated as 'masked out')",
+            ((FILL, "filled = scores.masked_fill(mask, torch.finfo(scores.dtype).min)"),
+             (MASKED, "weights = torch.softmax(filled, dim=-1) * ~mask")),
+            explain="True means the key MAY be attended (the convention of F.scaled_dot_product_attention); "
+                    "nn.MultiheadAttention's masks use the opposite one (the grader inverts the mask to compare with it).",
+            hint="Fill where the mask is False: scores.masked_fill(~mask, ...)."),
+    Mistake("softmax_no_max", "softmax by hand without subtracting the maximum",
+            (("torch.softmax(scores, dim=-1)", "(scores.exp() / scores.exp().sum(-1, keepdim=True))"),
+             ("torch.softmax(filled, dim=-1)", "(filled.exp() / filled.exp().sum(-1, keepdim=True))")),
+            explain="exp of a score of ~1e4 is inf, and inf / inf is NaN; subtracting the row maximum avoids it.",
+            hint="torch.softmax (it subtracts the maximum), or exp(s - s.amax(-1, keepdim=True))."),
+)
+BOOLEAN_MASK_MISTAKES_ZH = {
+    "mask_inverted": ("掩码约定反了（把 True 当成“屏蔽”）",
+                      "True 表示该键“可以”被关注（F.scaled_dot_product_attention 的约定）；nn.MultiheadAttention 的掩码用相反的约定"
+                      "（评分器和它比较时会把掩码取反）。",
+                      "在掩码为 False 的位置填充：scores.masked_fill(~mask, ...)。"),
+    "softmax_no_max": ("手写 softmax 却没有减去最大值",
+                       "约 1e4 的分数取 exp 得到 inf，而 inf / inf 是 NaN；减去行最大值就能避免。",
+                       "用 torch.softmax（它会减去最大值），或 exp(s - s.amax(-1, keepdim=True))。"),
+}

@@ -2,20 +2,12 @@
 import torch
 
 from ..spec import SCORE_BOUND, Method, Mistake, Problem
-from ._common import BANNED, MASK_DOC
+from ._common import BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, MASK_DOC
 
 SCORES = "scores = q @ k.transpose(-2, -1) / d**0.5"
-FILL = "filled = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)"
-MASKED = "weights = torch.softmax(filled, dim=-1) * mask"
 RETURN = "return self.W_o(context.transpose(1, 2).reshape(B, Tq, H * d)), weights"
 CONTEXT = "context = self.dropout(weights) @ v"
-MISTAKES = (
-    Mistake("mask_inverted", "mask convention inverted (True treated as 'masked out')",
-            ((FILL, "filled = scores.masked_fill(mask, torch.finfo(scores.dtype).min)"),
-             (MASKED, "weights = torch.softmax(filled, dim=-1) * ~mask")),
-            explain="True means the key MAY be attended (as in F.scaled_dot_product_attention); nn.MultiheadAttention's "
-                    "attn_mask uses the opposite convention, which is why the grader inverts it for that comparison.",
-            hint="Fill where the mask is False: scores.masked_fill(~mask, ...)."),
+MISTAKES = BOOLEAN_MASK_MISTAKES + (
     Mistake("scale_by_d", "scores divided by d instead of sqrt(d)", ((SCORES, "scores = q @ k.transpose(-2, -1) / d"),),
             explain="The scale is 1/sqrt(d), d = embed_dim // num_heads.",
             hint="scores = q @ k^T / math.sqrt(d)."),
@@ -56,11 +48,6 @@ MISTAKES = (
             ((CONTEXT, "context = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)"),),
             explain="PyTorch's attention functions are banned here; the grader intercepts the call.",
             hint="context = self.dropout(weights) @ v, with weights computed by you."),
-    Mistake("softmax_no_max", "softmax by hand without subtracting the maximum",
-            (("torch.softmax(scores, dim=-1)", "(scores.exp() / scores.exp().sum(-1, keepdim=True))"),
-             ("torch.softmax(filled, dim=-1)", "(filled.exp() / filled.exp().sum(-1, keepdim=True))")),
-            explain="exp of a score of ~1e4 is inf, and inf / inf is NaN.",
-            hint="torch.softmax (it subtracts the maximum)."),
     Mistake("fixed_dtype", "scores cast to float32 (.float()), whatever the inputs' dtype",
             ((SCORES, "scores = (q @ k.transpose(-2, -1) / d**0.5).float()"),),
             explain="A hard-coded dtype loses float64 precision and breaks the next matmul with v.",
@@ -134,10 +121,7 @@ ZH = {
         "不要调用它（也不要调用 F.scaled_dot_product_attention）：评分器会拦截。",
     ),
     "mistakes": {
-        "mask_inverted": ("掩码约定反了（把 True 当成“屏蔽”）",
-                          "True 表示该键“可以”被关注（与 F.scaled_dot_product_attention 相同）；nn.MultiheadAttention 的 "
-                          "attn_mask 用相反的约定，所以评分器和它比较时会把掩码取反。",
-                          "在掩码为 False 的位置填充：scores.masked_fill(~mask, ...)。"),
+        **BOOLEAN_MASK_MISTAKES_ZH,
         "scale_by_d": ("分数除以了 d 而不是 sqrt(d)",
                        "缩放因子是 1/sqrt(d)，d = embed_dim // num_heads。",
                        "写成：scores = q @ k^T / math.sqrt(d)。"),
@@ -165,9 +149,6 @@ ZH = {
         "library_call": ("用 F.scaled_dot_product_attention 计算上下文",
                          "PyTorch 自带的注意力函数在这里被禁止；评分器会拦截这个调用。",
                          "context = self.dropout(weights) @ v，权重由你自己计算。"),
-        "softmax_no_max": ("手写 softmax 却没有减去最大值",
-                           "约 1e4 的分数取 exp 得到 inf，而 inf / inf 是 NaN。",
-                           "用 torch.softmax（它会减去最大值）。"),
         "fixed_dtype": ("不管输入是什么类型，分数都被转成了 float32（.float()）",
                         "写死的 dtype 会丢掉 float64 的精度，还会让接下来与 v 的矩阵乘法出错。",
                         "保持输入的 dtype：不要用 .float()。"),

@@ -2,18 +2,10 @@
 import torch
 
 from ..spec import SCORE_BOUND, Method, Mistake, Problem
-from ._common import BANNED, MASK_DOC, scale_scores
+from ._common import BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, scale_scores
 
 SCORES = "scores = queries @ keys.transpose(-2, -1) / d**0.5"
-FILL = "filled = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)"
-MASKED = "weights = torch.softmax(filled, dim=-1) * mask"
-MISTAKES = (
-    Mistake("mask_inverted", "mask convention inverted (True treated as 'masked out')",
-            ((FILL, "filled = scores.masked_fill(mask, torch.finfo(scores.dtype).min)"),
-             (MASKED, "weights = torch.softmax(filled, dim=-1) * ~mask")),
-            explain="Here True means the key MAY be attended (PyTorch's F.scaled_dot_product_attention convention); "
-                    "nn.MultiheadAttention's key_padding_mask uses the opposite one.",
-            hint="Fill where the mask is False: scores.masked_fill(~mask, ...)."),
+MISTAKES = BOOLEAN_MASK_MISTAKES + (
     Mistake("scale_by_d", "scores divided by d instead of sqrt(d)", ((SCORES, "scores = queries @ keys.transpose(-2, -1) / d"),),
             explain="The scale is 1/sqrt(d): q . k is a sum of d terms whose variance grows like d, so dividing by "
                     "sqrt(d) keeps it near 1; dividing by d flattens the softmax.",
@@ -52,11 +44,6 @@ MISTAKES = (
             explain="The exercise is to write it: PyTorch's own F.scaled_dot_product_attention (and the aten operators "
                     "behind it) are banned here, and the grader intercepts the call.",
             hint="output = weights @ values."),
-    Mistake("softmax_no_max", "softmax by hand without subtracting the maximum",
-            (("torch.softmax(scores, dim=-1)", "(scores.exp() / scores.exp().sum(-1, keepdim=True))"),
-             ("torch.softmax(filled, dim=-1)", "(filled.exp() / filled.exp().sum(-1, keepdim=True))")),
-            explain="exp of a score of ~1e4 is inf, and inf / inf is NaN; subtracting the row maximum avoids it.",
-            hint="torch.softmax (it subtracts the maximum), or exp(s - s.amax(-1, keepdim=True))."),
 )
 
 
@@ -105,10 +92,7 @@ ZH = {
         "评分器会拦截这些调用。",
     ),
     "mistakes": {
-        "mask_inverted": ("掩码约定反了（把 True 当成“屏蔽”）",
-                          "这里 True 表示该键“可以”被关注（PyTorch 的 F.scaled_dot_product_attention 的约定）；"
-                          "nn.MultiheadAttention 的 key_padding_mask 用的是相反的约定。",
-                          "在掩码为 False 的位置填充：scores.masked_fill(~mask, ...)。"),
+        **BOOLEAN_MASK_MISTAKES_ZH,
         "scale_by_d": ("分数除以了 d 而不是 sqrt(d)",
                        "缩放因子是 1/sqrt(d)：q . k 是 d 项之和，方差随 d 增长，除以 sqrt(d) 让它保持在 1 附近；除以 d 会让 softmax 过于平坦。",
                        "写成：scores = q @ k^T / math.sqrt(d)。"),
@@ -136,9 +120,6 @@ ZH = {
         "library_call": ("调用了 F.scaled_dot_product_attention",
                          "这道题要你自己写：PyTorch 自带的 F.scaled_dot_product_attention（以及它背后的 aten 算子）在这里被禁止，评分器会拦截这个调用。",
                          "写成：output = weights @ values。"),
-        "softmax_no_max": ("手写 softmax 却没有减去最大值",
-                           "约 1e4 的分数取 exp 得到 inf，而 inf / inf 是 NaN；减去行最大值就能避免。",
-                           "用 torch.softmax（它会减去最大值），或 exp(s - s.amax(-1, keepdim=True))。"),
     },
 }
 
