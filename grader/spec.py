@@ -78,7 +78,7 @@ class Problem:
     trailing: Callable = lambda cfg: []  # arguments after the mask (chunked's max_elements)
     oracle: Callable | None = None  # float64 call -> outputs, from a library implementation we did not write
     banned: tuple[str, ...] = ()  # torch functions / aten operators the learner's code may not call
-    memory: Callable | None = None  # call -> the largest allocation (elements) its forward may make
+    memory: Callable | None = None  # (cfg, args) -> [({arg: value}, elements allowed)]: calls whose forward is measured
     call_errors: Callable = lambda cfg: ()  # functions: ({arg name: value}, why, words) that must raise ValueError
     track: str = ""  # the track (grader/tracks.py) this problem belongs to
     after: tuple[str, ...] = ()  # problems to solve first (besides `requires`): what this one builds on

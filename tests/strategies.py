@@ -33,3 +33,15 @@ def tensors(shape, dtype=torch.float64, scale: float = 3.0):
 
 
 DTYPES = st.sampled_from([torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool])
+
+
+@st.composite
+def bool_masks(draw, lead: tuple, Tq: int, Tk: int):
+    """None, or a boolean mask (True = attend) broadcastable to (*lead, Tq, Tk): some leading and
+    query dims drawn as 1, rows with no allowed key included."""
+    if draw(st.booleans()):
+        return None
+    shape = tuple(draw(st.sampled_from([1, n])) for n in (*lead, Tq)) + (Tk,)
+    shape = shape[draw(st.integers(0, len(lead))):]  # fewer dims than the scores is allowed
+    seed = draw(st.integers(0, 2**31 - 1))
+    return torch.rand(shape, generator=torch.Generator().manual_seed(seed)) < draw(st.sampled_from([0.0, 0.5, 1.0]))

@@ -69,3 +69,16 @@ def test_stale_names_the_command_that_fixes_it(tmp_path):
 
 def test_dev_check_passes():
     assert self_check() == []
+
+
+def test_the_order_registers_every_spec_in_track_order_with_prerequisites_first():
+    from grader.problems import ORDER
+    from grader.tracks import TRACKS, prerequisites
+
+    specs = sorted(p.stem for p in (ROOT / "grader" / "problems").glob("*.py") if not p.stem.startswith("_"))
+    assert sorted(ORDER) == specs, "add the new spec's id to ORDER in grader/problems/__init__.py"
+    rank = [name for name, _ in TRACKS]
+    problems = all_problems()
+    assert [rank.index(p.track) for p in problems] == sorted(rank.index(p.track) for p in problems)
+    for i, p in enumerate(problems):
+        assert all(ORDER.index(d) < i for d in prerequisites(p)), (p.id, prerequisites(p))

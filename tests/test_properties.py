@@ -9,7 +9,7 @@ from grader.compare import Tol, argmax_index, mismatch
 from grader.grading import reference
 from grader.problems import get
 from grader.wire import dumps, loads
-from strategies import DTYPES, dims, tensors, valid_lens
+from strategies import DTYPES, bool_masks, dims, tensors, valid_lens
 
 masked_softmax = reference(get("masked_softmax"))
 
@@ -76,3 +76,57 @@ def test_mismatch_reports_the_worst_position(d, seed, bump):
     text = mismatch("w", got, expected, tol)
     assert text and f"at {list(at)}" in text and "max error" in text
     assert "shape" in mismatch("w", got[..., :0] if shape[-1] > 0 else got[:0], expected, tol)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dims(("B", "H", "Tq", "Tk", "dq", "dv")), st.integers(0, 2), st.data())
+def test_reference_sdpa_any_leading_dims_equals_each_slice(d, n_lead, data):
+    """Leading dims are independent problems: the batched call equals a 2-D call per slice, with the mask
+    broadcast to it; rows with an allowed key sum to 1, the others are all zeros."""
+    sdpa = reference(get("scaled_dot_product_attention"))
+    lead = (d["B"], d["H"])[:n_lead]
+    q = data.draw(tensors((*lead, d["Tq"], d["dq"])))
+    k = data.draw(tensors((*lead, d["Tk"], d["dq"])))
+    v = data.draw(tensors((*lead, d["Tk"], d["dv"])))
+    mask = data.draw(bool_masks(lead, d["Tq"], d["Tk"]))
+    out, w = sdpa(q, k, v, mask)
+    full = torch.ones(*lead, d["Tq"], d["Tk"], dtype=torch.bool) if mask is None else mask.expand(*lead, d["Tq"], d["Tk"])
+    flat = [t.reshape(-1, *t.shape[-2:]) for t in (q, k, v, full)]
+    for i in range(flat[0].shape[0]):
+        o_i, w_i = sdpa(flat[0][i], flat[1][i], flat[2][i], flat[3][i])
+        assert torch.allclose(o_i, out.reshape(-1, *out.shape[-2:])[i]) and torch.allclose(w_i, w.reshape(-1, *w.shape[-2:])[i])
+    allowed = full.any(-1)
+    assert (w[~full] == 0).all() and torch.allclose(w.sum(-1)[allowed], torch.ones((), dtype=w.dtype)) and (w.sum(-1)[~allowed] == 0).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(dims(("B", "Tq", "Tk", "dq", "dk", "dv", "h")), st.integers(0, 40), st.data())
+def test_reference_chunked_equals_one_chunk_within_its_bound(d, extra, data):
+    """Any max_elements >= h gives the unchunked result, and no allocation exceeds max(max_elements, S)."""
+    from grader.intercept import Peak
+    from grader.problems.chunked_additive_attention import allowed
+
+    chunked = reference(get("chunked_additive_attention"))
+    B, Tq, Tk, h = d["B"], d["Tq"], d["Tk"], d["h"]
+    args = [data.draw(tensors(s, scale=1.0)) for s in ((B, Tq, d["dq"]), (B, Tk, d["dk"]), (B, Tk, d["dv"]),
+                                                      (h, d["dq"]), (h, d["dk"]), (1, h))]
+    lens = data.draw(valid_lens(B, Tq, Tk))
+    whole = chunked(*args, lens, max_elements=2**20)
+    with Peak() as peak:
+        parts = chunked(*args, lens, max_elements=h + extra)
+    assert all(torch.allclose(a, b) for a, b in zip(whole, parts))
+    assert peak.elements <= allowed(d, args, h + extra), peak.op
+
+
+@settings(max_examples=60, deadline=None)
+@given(dims(("Tk", "dq", "dv", "h")), st.sampled_from([torch.float32, torch.float64]), st.data())
+def test_reference_numpy_step_is_a_convex_combination(d, dtype, data):
+    """alpha is a distribution over the T steps, the context lies in the box spanned by h's rows, dtypes kept."""
+    step = reference(get("numpy_additive_attention"))
+    shapes = ((d["dq"],), (d["Tk"], d["dv"]), (d["h"], d["dq"]), (d["h"], d["dv"]), (d["h"],))
+    arrays = [data.draw(tensors(s)).to(dtype).numpy() for s in shapes]
+    context, alpha = step(*arrays)
+    assert alpha.dtype == context.dtype == arrays[0].dtype and alpha.shape == (d["Tk"],)
+    assert abs(float(alpha.sum()) - 1) < 1e-5 and (alpha >= 0).all()
+    h = arrays[1]
+    assert (context >= h.min(0) - 1e-5).all() and (context <= h.max(0) + 1e-5).all()
