@@ -7,6 +7,7 @@ import torch
 
 from .compare import mismatch
 from .describe import call_text, error_text
+from .scenarios import lens_to_mask, output_shapes
 
 
 class Failed(Exception):
@@ -47,8 +48,6 @@ class Context:
 
 def valid_mask(problem, case) -> torch.Tensor:
     """Boolean, broadcastable to the weights: which key each query may attend in this call."""
-    from .scenarios import lens_to_mask, output_shapes
-
     shape = output_shapes(problem, case.cfg)[-1]
     arg = None if problem.mask_index is None else case.call["args"][problem.mask_index]
     if arg is None:

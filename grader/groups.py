@@ -69,8 +69,8 @@ def group_memory(problem, seed):
 
 
 def group_imports(problem, seed):
-    """One probe: the worker imports the module in a fresh interpreter and lists the torch modules loaded."""
-    return [Case("imports/fresh", "imports", {}, {}, {"probe": "fresh_import", "args": []}, reference=False)]
+    """One import check, run by the grader in a fresh, sandboxed interpreter (grader/probe.py), not by a worker."""
+    return [Case("imports/fresh", "imports", {}, {}, {"args": []}, reference=False)]
 
 
 def group_base(problem, seed):
@@ -193,7 +193,8 @@ def group_half(problem, seed):
 
 GROUPS = {
     "ctor": group_ctor, "base": group_base, "f32": group_float32, "grad": group_grad, "mask": group_masking,
-    "stable": group_stability, "call_error": group_call_errors, "imports": group_imports, "memory": group_memory, "dropout": group_dropout, "cuda": group_cuda, "half": group_half,
+    "stable": group_stability, "call_error": group_call_errors, "imports": group_imports, "memory": group_memory,
+    "dropout": group_dropout, "cuda": group_cuda, "half": group_half,
 }
 
 

@@ -66,7 +66,7 @@ class Problem:
     fit: Callable[[dict, dict], dict] = lambda cfg, variant: cfg  # constrain drawn dims per variant
     params: Callable[[dict], dict] = lambda cfg: {}  # cfg -> {parameter name: shape}
     inputs: Callable = None  # (cfg, torch.Generator) -> [float64 tensors], the args before valid_lens
-    amplify: Callable = None  # (args, state, variant) -> None: scale so scores reach ~1e4 (in place)
+    amplify: Callable = None  # (args, state, cfg) -> None: scale so scores reach ~1e4 (in place); cfg holds the variant
     # (constructor kwargs in signature order, why it must raise ValueError, words the message must contain)
     ctor_errors: tuple[tuple[dict, str, tuple[str, ...]], ...] = ()
     mistakes: tuple[Mistake, ...] = ()

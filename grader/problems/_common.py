@@ -29,7 +29,7 @@ def scale_scorer(name):
     """An `amplify` hook for scores = sum over h of w[n, h] * tanh(...): with |tanh| < 1, scaling
     the scorer `name` so that max_n sum_h |w[n, h]| = 1e4 bounds every |score| by 1e4."""
 
-    def amplify(args, state, variant):
+    def amplify(args, state, cfg):
         w = state[name]
         w.mul_(SCORE_BOUND / w.abs().sum(-1).max())
 

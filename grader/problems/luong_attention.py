@@ -25,11 +25,11 @@ def _params(c):
     return {}
 
 
-def _amplify(args, state, variant):
+def _amplify(args, state, cfg):
     """Scale so that the largest |score| is exactly 1e4."""
-    mode = variant["score"]
+    mode = cfg["score"]
     if mode == "concat":
-        scale_scorer("v_a.weight")(args, state, variant)
+        scale_scorer("v_a.weight")(args, state, cfg)
         return
     q, k = args[0], args[1]
     keys = k @ state["W_a.weight"].T if mode == "general" else k

@@ -8,7 +8,7 @@ def _inputs(cfg, gen):
     return [2.0 * torch.randn(cfg["B"], cfg["Tq"], cfg["Tk"], generator=gen, dtype=torch.float64)]
 
 
-def _amplify(args, state, variant):
+def _amplify(args, state, cfg):
     args[0].mul_(SCORE_BOUND / args[0].abs().max())  # the largest |score| is exactly 1e4
 
 

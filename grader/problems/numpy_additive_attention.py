@@ -50,7 +50,7 @@ def _inputs(cfg, gen):
             linear(d, n_s), linear(d, n_h), linear(d)]
 
 
-def _amplify(args, state, variant):
+def _amplify(args, state, cfg):
     """|e_j| <= sum |v_a| because |tanh| < 1: scale v_a so that bound is exactly 1e4."""
     args[4].mul_(SCORE_BOUND / args[4].abs().sum())
 

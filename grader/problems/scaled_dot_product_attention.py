@@ -60,7 +60,7 @@ def _inputs(cfg, gen):
     return [torch.randn(*s, generator=gen, dtype=torch.float64) for s in shapes]
 
 
-def _amplify(args, state, variant):
+def _amplify(args, state, cfg):
     """Scale queries and keys so that the largest |score| is exactly 1e4."""
     scores = args[0] @ args[1].transpose(-2, -1) / args[0].shape[-1] ** 0.5
     scale_scores(args, SCORE_BOUND / scores.abs().max())
