@@ -11,6 +11,7 @@ import torch
 from .compare import STABILITY, argmax_index, mismatch, tolerance
 from .context import Failed, compare_all, valid_mask
 from .describe import call_text, ctor_text, error_text
+from .dropout import dropped_weights
 from .scenarios import dim_names, output_shapes, spread
 
 
@@ -56,11 +57,19 @@ def check_memory(ctx):
     for case in ctx.of("memory"):
         res = ctx.result(case)
         peak, allowed = res["peak"], case.meta["allowed"]
+        if not peak["ops"]:
+            ctx.fail(case, "the allocation measurement saw no operator during the forward: it was switched off "
+                     "(a disabled dispatch mode); the memory bound cannot be checked, so it is not met")
+        limit, resident = case.meta.get("resident_kb"), peak.get("resident_kb")
+        if limit is not None and resident is not None and resident > limit:
+            ctx.fail(case, f"the process's resident memory grew by {resident / 1024:.1f} MB during the forward; "
+                     f"a chunked solution needs well under {limit / 1024:.0f} MB here: the full (B, Tq, Tk, h) "
+                     "tensor, or a large part of it, was built")
         if peak["elements"] > allowed:
             ctx.fail(case, f"the forward allocated a tensor of {peak['elements']} elements ({peak['op']}); "
                      f"allowed at most {allowed} = max(max_elements, S). Build the (B, Tq, Tk, h) features a chunk "
                      "at a time, with chunks of at most max_elements elements")
-        compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance("float64"))
+        compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance(case.call["dtype"]))
 
 
 def check_parameters(ctx):
@@ -226,24 +235,59 @@ def check_side_effects(ctx):
 
 def check_dropout(ctx):
     tol = tolerance("float64")
+    counts = {"kept": 0, "dropped": 0}
     for case in ctx.of("dropout"):
         res = ctx.result(case)
         if not case.call["train"]:
-            first, second = res["outputs"]
+            first, second = ctx.outputs(case), ctx.outputs(case, 1)
             for name, a, b in zip(ctx.problem.outputs, first, second):
                 if not torch.equal(a, b):
                     ctx.fail(case, f"two calls in eval() gave different {name}: dropout must do nothing in eval() mode "
                              "(use nn.Dropout, or F.dropout(..., training=self.training))")
             compare_all(ctx, case, first, ctx.expected(case), tol)
             continue
-        out, w = res["outputs"][0]
-        ref_out, ref_w = ctx.expected(ctx.cases[case.key.replace("/train", "/eval")])
-        problem = mismatch("weights", w, ref_w, tol)
+        out, w = ctx.outputs(case)
+        problem = mismatch("weights", w, ctx.expected(case)[-1], tol)
         if problem:
             ctx.fail(case, f"in train() the returned weights must be taken before dropout (they still sum to 1)\n{problem}")
-        if mismatch("output", out, ref_out, tol) is None:
-            ctx.fail(case, "in train() with dropout=0.5 the output equals the eval() output: dropout is not applied "
-                     "to the weights")
+        _judge_dropped(ctx, case, out, counts)
+    if ctx.of("dropout") and (not counts["kept"] or not counts["dropped"]):
+        case = [c for c in ctx.of("dropout") if c.call["train"]][-1]
+        what = "every weight was kept" if counts["kept"] else "every weight was dropped"
+        ctx.fail(case, f"over {sum(counts.values())} attention weights in train() with dropout=0.3 and 0.6, {what}: "
+                 "dropout must zero each weight with probability p (a correct dropout does this by chance with "
+                 "probability below 1e-7)")
+
+
+def _judge_dropped(ctx, case, out, counts) -> None:
+    """The output must be G(D * weights): solve it for the dropped weights P and check each P / weight."""
+    reveal, p = ctx.ref[case.key]["reveal"], case.meta["p"]
+    P, residual = dropped_weights(reveal, out)
+    w = reveal["weights"]
+    scale = 1.0 / (1.0 - p)
+    if residual > 1e-7 * max(1.0, out.abs().max().item()):
+        ctx.fail(case, f"in train() with dropout={p}, the output is not (dropout applied to the weights) @ values: "
+                 f"no dropped weights explain it (off by {residual:.3g}). Dropout acts on the attention weights, "
+                 "after the softmax and before they multiply the values; not on the scores, the values or the output")
+    at_masked = (w == 0) & (P.abs() > 1e-9)
+    if at_masked.any():
+        at = tuple(at_masked.nonzero()[0].tolist())
+        ctx.fail(case, f"in train() the dropped weights at masked key {list(at)} are {P[at].item():.6g}: a masked "
+                 "weight is 0 and stays 0 after dropout")
+    live = w > 1e-3  # the ratio P / w is well determined there
+    ratio = P[live] / w[live]
+    kept, dropped = (ratio - scale).abs() < 1e-6 * scale, ratio.abs() < 1e-6
+    bad = ~(kept | dropped)
+    if bad.any():
+        others = ratio[bad]
+        common = others.mean().item()
+        same = (others - common).abs().max().item() < 1e-6 * abs(common) and common > 1
+        why = (f"kept weights are scaled by {common:.6g} = 1/(1-{1 - 1 / common:.4g}), expected 1/(1-{p}) = {scale:.6g}: "
+               f"dropout must use p = {p}, the module's `dropout` argument" if same else
+               f"dropped weights / weights = {others[0].item():.6g} at a kept entry, expected 0 or 1/(1-p) = {scale:.6g}")
+        ctx.fail(case, f"in train() with dropout={p}: {why}")
+    counts["kept"] += int(kept.sum())
+    counts["dropped"] += int(dropped.sum())
 
 
 def check_device(group: str):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .scenarios import Case, base_call, cast, draw_configs, generator, lens_to_mask, make_lens, make_mask, mask_kinds, spread
-from .spec import Problem
+from .spec import SCORE_BOUND, Problem
 
 
 def _cases(problem: Problem, seed: int):
@@ -55,16 +55,25 @@ def group_call_errors(problem, seed):
 
 
 def group_memory(problem, seed):
-    """Configs 0 and 3 with the spec's memory settings; each call's forward records its largest allocation."""
+    """Configs 0 and 3, fitted by the spec's memory_fit, with its memory settings; each call's forward
+    records its largest allocation."""
     cases = []
     for vi, variant, ci, cfg, gen in _cases(problem, seed):
         if ci not in (0, 3):
             continue
+        cfg = problem.memory_fit(cfg)
         call = base_call(problem, cfg, variant, gen("memory"), make_mask(problem, "query", cfg, gen("memory", "lens")))
         for i, (overrides, allowed) in enumerate(problem.memory(cfg, call["args"])):
             measured = dict(with_args(problem, call, overrides), measure=True)
             cases.append(Case(_key("memory", vi, ci, i), "memory", variant, cfg, measured,
                               lens=_kind(problem, "query"), meta={"allowed": allowed}))
+    backstop = problem.memory_backstop
+    if backstop:
+        cfg, gen = problem.fit(dict(backstop["dims"]), problem.variants[0]), generator(seed, problem.id, "backstop")
+        call = base_call(problem, cfg, problem.variants[0], gen, make_mask(problem, "query", cfg, gen), dtype="float32")
+        call = dict(with_args(problem, call, backstop["args"]), measure=True)
+        meta = {"allowed": backstop["allowed"](cfg, call["args"]), "resident_kb": backstop["resident_kb"]}
+        cases.append(Case("memory/backstop", "memory", problem.variants[0], cfg, call, lens=_kind(problem, "query"), meta=meta))
     return cases
 
 
@@ -74,12 +83,39 @@ def group_imports(problem, seed):
 
 
 def group_base(problem, seed):
-    """Every variant, config and valid_lens kind, float64, eval()."""
-    return [
+    """Every variant, config and masking kind, float64, eval(); on config 0, also every valid
+    score far below 0 (about NEGATIVE) next to masked keys, where the spec can arrange it."""
+    cases = [
         Case(_key("base", vi, ci, kind), "base", variant, cfg,
              base_call(problem, cfg, variant, gen(), make_mask(problem, kind, cfg, gen("lens", kind))), lens=kind)
-        for vi, variant, ci, cfg, gen in _cases(problem, seed) for kind in mask_kinds(problem)
+        for vi, variant, ci, cfg, gen in _cases(problem, seed) for kind in mask_kinds(problem, cfg)
     ]
+    for vi, variant, ci, cfg, gen in _cases(problem, seed):
+        for bi, overrides in enumerate(problem.blocks(cfg)):
+            kind = _kind(problem, "query")
+            call = base_call(problem, cfg, variant, gen("block", bi), make_mask(problem, kind, cfg, gen("block", bi, "lens")))
+            cases.append(Case(_key("base", vi, ci, f"block{bi}"), "base", variant, cfg, with_args(problem, call, overrides), lens=kind))
+    return cases + _negative(problem, seed, "base", NEGATIVE, "float64")
+
+
+NEGATIVE = -50.0
+"""Valid scores near this value underflow exp() to ~2e-22: a softmax that fills masked scores with
+0 and renormalises afterwards loses the row (it no longer sums to 1)."""
+
+
+def _negative(problem, seed, group, to, dtype):
+    """Config 0 with key padding (some keys masked in every batch row but the first) and every
+    score moved to about `to` by the spec's `negative` hook."""
+    if problem.negative is None:
+        return []
+    cases = []
+    for vi, variant, ci, cfg, gen in _cases(problem, seed):
+        if ci != 0:
+            continue
+        call = base_call(problem, cfg, variant, gen(group, "neg"), make_mask(problem, "batch", cfg, gen(group, "nlens"), low=1))
+        problem.negative(call["args"], call["state"], {**cfg, **variant}, to)
+        cases.append(Case(_key(group, vi, ci, "negative"), group, variant, cfg, cast(call, dtype), lens=_kind(problem, "batch")))
+    return cases
 
 
 def group_float32(problem, seed):
@@ -151,8 +187,9 @@ def group_masking(problem, seed):
 
 
 def group_stability(problem, seed):
-    """float32 with scores of magnitude ~1e4."""
-    cases = []
+    """float32 with scores of magnitude ~1e4, and (where the spec can arrange it) with every valid
+    score near -1e4 next to masked keys."""
+    cases = _negative(problem, seed, "stable", -0.999 * SCORE_BOUND, "float32")
     for vi, variant, ci, cfg, gen in _cases(problem, seed):
         if ci != 0:
             continue
@@ -162,16 +199,27 @@ def group_stability(problem, seed):
     return cases
 
 
+DROPOUT_DIMS = {"B": 2, "Tq": 4, "Tk": 3, "H": 2, "dq": 5, "dk": 4, "dv": 7, "h": 3}
+"""Dims of the dropout calls: each output row (dv = 7, or E = H*dq = 10) has more entries than the
+dropped weights that make it (H*Tk = 6), so the grader can solve the output for them (grader/dropout.py)."""
+DROPOUT_P = ((0.3, 7), (0.6, 8))
+"""(p, seed) of the train() calls: two values of p, so that a hard-coded p fails; 48 weights each, so that a
+correct dropout keeps all or drops all of them with probability below 1e-7."""
+
+
 def group_dropout(problem, seed):
-    """dropout=0.5: eval() twice, then train() with a seed."""
+    """Each variant: eval() twice with dropout=0.5, then train() once per DROPOUT_P."""
     cases = []
-    for vi, variant, ci, cfg, gen in _cases(problem, seed):
-        if ci != 0:
-            continue
-        call = base_call(problem, cfg, variant, gen("drop"), make_mask(problem, "batch", cfg, gen("dlens"), low=1))
-        call["ctor"] = problem.ctor_call(cfg, variant, dropout=0.5)
-        cases.append(Case(_key("dropout", vi, ci, "eval"), "dropout", variant, cfg, dict(call, repeat=2), lens="batch"))
-        cases.append(Case(_key("dropout", vi, ci, "train"), "dropout", variant, cfg, dict(call, train=True, seed=7), lens="batch"))
+    for vi, variant in enumerate(problem.variants):
+        cfg = problem.fit(dict(DROPOUT_DIMS), variant)
+        gen = lambda *p, vi=vi: generator(seed, problem.id, vi, "dropout", *p)  # noqa: E731
+        call = base_call(problem, cfg, variant, gen(), make_mask(problem, "batch", cfg, gen("lens"), low=1))
+        key = lambda *rest, vi=vi: _key("dropout", vi, "d", *rest)  # noqa: E731
+        eval_call = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=0.5), repeat=2)
+        cases.append(Case(key("eval"), "dropout", variant, cfg, eval_call, lens="batch"))
+        for i, (p, s) in enumerate(DROPOUT_P):
+            train = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=p), train=True, seed=s)
+            cases.append(Case(key("train", i), "dropout", variant, cfg, train, lens="batch", meta={"p": p}))
     return cases
 
 

@@ -20,7 +20,7 @@ import contextlib
 
 import torch
 
-from .intercept import Banned, Peak
+from .intercept import Banned, Peak, ResidentPeak
 
 
 class CallError(Exception):
@@ -37,7 +37,7 @@ def execute(call: dict, target) -> dict:
         if call.get("construct"):
             return result
         fn.to(device=device, dtype=getattr(torch, call["dtype"]))
-        _load_state(fn, call.get("state") or {})
+        load_state(fn, call.get("state") or {})
         fn.train(bool(call.get("train")))
     want_grad = call.get("grad_out") is not None
     numpy = call.get("arrays") == "numpy"
@@ -45,10 +45,12 @@ def execute(call: dict, target) -> dict:
     before = [_copy(a) for a in args]
     _seed(device, call.get("seed", 0))
     peak = Peak() if call.get("measure") else contextlib.nullcontext()
-    with Banned(call.get("banned") or ()), peak:
+    resident = ResidentPeak() if call.get("measure") else contextlib.nullcontext()
+    banned = Banned(call["banned"]) if call.get("banned") else contextlib.nullcontext()
+    with banned, resident, peak:
         runs = [_outputs(fn(*args), call["n_out"], numpy) for _ in range(call.get("repeat", 1))]
     if call.get("measure"):
-        result["peak"] = {"elements": peak.elements, "op": peak.op}
+        result["peak"] = {"elements": peak.elements, "op": peak.op, "ops": peak.ops, "resident_kb": resident.kb}
     outs = runs[0]
     result["outputs"] = [[o.detach().cpu() for o in run] for run in runs]
     result["devices"] = [o.device.type for o in outs]
@@ -74,7 +76,7 @@ def _prepare(a, device, want_grad, numpy=False):
     return a.requires_grad_() if want_grad and a.is_floating_point() else a
 
 
-def _load_state(module, state: dict) -> None:
+def load_state(module, state: dict) -> None:
     params = dict(module.named_parameters())
     for name, value in state.items():
         if name not in params:

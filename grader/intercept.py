@@ -6,6 +6,14 @@ however it was reached (an nn.MultiheadAttention inside the module included).
 `Peak` is a torch dispatch mode: every operator that runs below autograd passes through it,
 and it records the largest tensor an operator allocates. Views and in-place results alias
 an existing tensor (their schema says so) and are not counted.
+
+Python modes can be switched off by the code they watch (torch._C.DisableTorchFunction,
+torch.utils._python_dispatch._disable_current_modes), so the worker adds layers below Python:
+`ban_kernels` replaces the banned aten operators' kernels in the dispatcher itself (whatever
+path reaches them: F.*, torch.ops.aten.*, an OpOverload or its packet, with modes off), and
+`guard_functions` replaces banned Python functions (F.multi_head_attention_forward) by ones that
+raise. `ResidentPeak` reads the process's own peak resident memory (the kernel's count, reset
+before the call), which no Python mode can hide.
 """
 from __future__ import annotations
 
@@ -20,7 +28,14 @@ class BannedCall(RuntimeError):
 
 
 def _name(func) -> str:
-    return getattr(func, "__name__", "") or ""
+    """A function's name; for an aten OpOverload (`...default`) or packet, the operator's base name."""
+    packet = getattr(func, "overloadpacket", None) or func
+    return (getattr(packet, "__name__", "") or "").split("::")[-1].split(".")[0]
+
+
+def _message(name: str, module: str = "torch") -> str:
+    return (f"called {module.replace('torch._C._nn', 'torch.nn.functional')}.{name}, which this problem bans: "
+            "compute the scores, softmax and weighted sum yourself")
 
 
 def _matches(name: str, banned) -> bool:
@@ -37,10 +52,60 @@ class Banned(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = _name(func)
         if _matches(name, self.banned):
-            module = getattr(func, "__module__", "") or "torch"
-            raise BannedCall(f"called {module.replace('torch._C._nn', 'torch.nn.functional')}.{name}, which this "
-                             "problem bans: compute the scores, softmax and weighted sum yourself")
+            raise BannedCall(_message(name, getattr(func, "__module__", "") or "torch"))
         return func(*args, **(kwargs or {}))
+
+
+_KEEP: list = []  # the dispatcher registrations live as long as these objects
+
+
+def ban_kernels(banned) -> list[str]:
+    """Replace, in this process's dispatcher, the kernels of every aten operator whose base name matches
+    `banned` by one that raises BannedCall. Only for a worker: the grader's own oracles call them."""
+    if not banned:
+        return []
+    import warnings
+
+    lib = torch.library.Library("aten", "IMPL")
+    _KEEP.append(lib)
+    done = []
+    for full in torch._C._dispatch_get_all_op_names():
+        namespace, _, op = full.partition("::")
+        if namespace != "aten" or not _matches(op.split(".")[0], banned):
+            continue
+        keys = [k for k in ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU", "CUDA")
+                if torch._C._dispatch_has_kernel_for_dispatch_key(full, k)]
+        for key in keys[:1] if keys[:1] == ["CompositeImplicitAutograd"] else keys:
+            with warnings.catch_warnings():  # "overriding a previously registered kernel": that is the point
+                warnings.simplefilter("ignore")
+                lib.impl(op, _raiser(f"torch.ops.aten.{op}"), key)
+        done.append(op)
+    return done
+
+
+def _raiser(name: str):
+    def banned_kernel(*args, **kwargs):
+        raise BannedCall(_message(name.split(".", 3)[-1].split(".")[0], "torch.ops.aten"))
+
+    return banned_kernel
+
+
+def guard_functions(banned) -> None:
+    """Replace banned Python functions of torch.nn.functional (reached by name at call time, e.g. by
+    nn.MultiheadAttention) by ones that raise BannedCall, whatever mode is active."""
+    import torch.nn.functional as F
+
+    for name in dir(F):
+        value = getattr(F, name)
+        if _matches(name, banned) and callable(value):
+            setattr(F, name, _raiser_for(name))
+
+
+def _raiser_for(name: str):
+    def banned_function(*args, **kwargs):
+        raise BannedCall(_message(name, "torch.nn.functional"))
+
+    return banned_function
 
 
 class Peak(TorchDispatchMode):
@@ -48,7 +113,7 @@ class Peak(TorchDispatchMode):
 
     def __init__(self):
         super().__init__()
-        self.elements, self.op = 0, None
+        self.elements, self.op, self.ops = 0, None, 0
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -56,8 +121,41 @@ class Peak(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        self.ops += 1
         if not any(r.alias_info is not None for r in func._schema.returns):
             for t in tree_leaves(out):
                 if isinstance(t, torch.Tensor) and t.numel() > self.elements:
                     self.elements, self.op = t.numel(), f"{func.__name__} -> {tuple(t.shape)}"
         return out
+
+
+class ResidentPeak:
+    """The growth of this process's peak resident memory during a block, in kB, from /proc (the kernel's
+    count: no Python mode can hide an allocation from it). None where /proc cannot be read or reset."""
+
+    kb: int | None = None
+
+    def __enter__(self):
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # reset the peak (VmHWM) to the current resident size
+            self.start = _status("VmRSS")
+        except OSError:
+            self.start = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.start is not None:
+            try:
+                self.kb = _status("VmHWM") - self.start
+            except OSError:
+                self.kb = None
+        return False
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"no {field} in /proc/self/status")

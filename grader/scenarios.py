@@ -1,7 +1,8 @@
 """Seeded, reproducible calls for one problem, grouped by the checks that read them.
 
 Dimensions are drawn per run seed but always include the edge cases: B=1, Tq=1, Tk=1,
-Tq != Tk and unequal feature sizes. valid_lens cover None, (B,) and (B, Tq), with 0 and Tk.
+Tq != Tk, prime sizes, B != H wherever both exceed 1, and unequal feature sizes. valid_lens
+cover None, (B,) and (B, Tq), with 0 and Tk; boolean masks every broadcastable form.
 """
 from __future__ import annotations
 
@@ -29,19 +30,22 @@ class Case:
 
 
 def draw_configs(seed: int) -> list[dict]:
-    """Four dimension sets: a general one, all ones, Tk=1 with B>1, and a long one with B=1."""
+    """Four dimension sets: a general one with prime Tq != Tk, all ones, Tk=1 with B>1, and a
+    long one with B=1. B != H wherever both exceed 1, so that a layout mixing them up fails.
+    Config 0's Tq and Tk are primes of 5 or more and B = 2, so blocks of 3 queries or keys, with
+    or without the batch folded in, leave a partial last block (chunked and tiled problems)."""
     rng = random.Random(seed)
 
     def feats():
         dq, dk, dv, h = rng.sample(range(2, 9), 4)
         return {"dq": dq, "dk": dk, "dv": dv, "h": h}
 
-    tq = rng.randint(3, 4)
+    tq, tk = rng.choice(((5, 7), (7, 5), (5, 11)))
     return [
-        {"B": 2, "Tq": tq, "Tk": tq + rng.randint(1, 3), "H": 2, **feats()},
+        {"B": 2, "Tq": tq, "Tk": tk, "H": 3, **feats()},
         {"B": 1, "Tq": 1, "Tk": 1, "H": 1, **feats()},
-        {"B": 3, "Tq": rng.randint(2, 4), "Tk": 1, "H": 3, **feats()},
-        {"B": 1, "Tq": rng.randint(5, 6), "Tk": rng.randint(3, 4), "H": 2, **feats()},
+        {"B": 3, "Tq": rng.choice((2, 4)), "Tk": 1, "H": 2, **feats()},
+        {"B": 1, "Tq": rng.choice((5, 7)), "Tk": rng.choice((2, 3)), "H": 2, **feats()},
     ]
 
 
@@ -88,14 +92,16 @@ def lens_to_mask(problem: Problem, cfg: dict, lens) -> torch.Tensor:
     return mask[0] if n_lead == 0 else mask.reshape(mask.shape[0], *[1] * (n_lead - 1), *mask.shape[1:])
 
 
-MASK_KINDS = ("none", "batch", "query", "random", "causal")
+MASK_KINDS = ("none", "batch", "query", "random", "causal", "keys", "inner", "inner1")
 
 
 def make_mask(problem: Problem, kind: str, cfg: dict, gen: torch.Generator, low: int = 0):
     """The masking argument of a kind: valid_lens, or a boolean mask (True = attend) that
-    broadcasts to the weights: a key padding mask (batch), per-query lengths (query), an
-    independent draw per weight row (random; with low=0 one row has no allowed key) or a
-    causal (Tq, Tk) mask shared by every leading dim."""
+    broadcasts to the weights (..., Tq, Tk): a key padding mask (batch: (B, 1, .., 1, Tk)),
+    per-query lengths (query: (B, 1, .., Tq, Tk)), an independent draw per weight row (random:
+    the full shape; with low=0 one row has no allowed key), a causal (Tq, Tk) mask, one (Tk,)
+    row for every query (keys), or a draw shared by the batch (inner: the weights' shape
+    without its first dim, e.g. (H, Tq, Tk); inner1: the same with a leading 1)."""
     if kind == "none" or problem.masking == "none":
         return None
     if problem.masking == "lens":
@@ -105,6 +111,12 @@ def make_mask(problem: Problem, kind: str, cfg: dict, gen: torch.Generator, low:
     shape = output_shapes(problem, cfg)[-1]
     if kind == "causal":
         return torch.ones(cfg["Tq"], cfg["Tk"], dtype=torch.bool).tril(cfg["Tk"] - cfg["Tq"])
+    shape = {"keys": shape[-1:], "inner": shape[1:] if len(shape) > 2 else shape,
+             "inner1": (1, *shape[1:])}.get(kind, shape)
+    if kind == "keys":  # one row for every query: no empty row unless every row is empty
+        mask = torch.rand(shape, generator=gen) < 0.6
+        mask[int(torch.randint(shape[-1], (1,), generator=gen))] = True
+        return mask
     mask = torch.rand(shape, generator=gen) < 0.6
     mask.view(-1, shape[-1])[:, int(torch.randint(shape[-1], (1,), generator=gen))] |= low > 0
     if low == 0:
@@ -112,8 +124,12 @@ def make_mask(problem: Problem, kind: str, cfg: dict, gen: torch.Generator, low:
     return mask
 
 
-def mask_kinds(problem: Problem) -> tuple[str, ...]:
-    return {"lens": LENS_KINDS, "mask": MASK_KINDS, "none": ("none",)}[problem.masking]
+def mask_kinds(problem: Problem, cfg: dict | None = None) -> tuple[str, ...]:
+    """The masking kinds a call of `cfg` can take (inner1 needs room for its extra leading dim)."""
+    kinds = {"lens": LENS_KINDS, "mask": MASK_KINDS, "none": ("none",)}[problem.masking]
+    if cfg is not None and problem.masking == "mask" and len(output_shapes(problem, cfg)[-1]) < 3:
+        kinds = tuple(k for k in kinds if k != "inner1")
+    return kinds
 
 
 def make_state(problem: Problem, cfg: dict, gen: torch.Generator) -> dict:

@@ -67,6 +67,8 @@ class Problem:
     params: Callable[[dict], dict] = lambda cfg: {}  # cfg -> {parameter name: shape}
     inputs: Callable = None  # (cfg, torch.Generator) -> [float64 tensors], the args before valid_lens
     amplify: Callable = None  # (args, state, cfg) -> None: scale so scores reach ~1e4 (in place); cfg holds the variant
+    # (args, state, cfg, to) -> None: move every score to about `to` (< 0), in place, keeping some spread; None: not possible
+    negative: Callable | None = None
     # (constructor kwargs in signature order, why it must raise ValueError, words the message must contain)
     ctor_errors: tuple[tuple[dict, str, tuple[str, ...]], ...] = ()
     mistakes: tuple[Mistake, ...] = ()
@@ -79,6 +81,14 @@ class Problem:
     oracle: Callable | None = None  # float64 call -> outputs, from a library implementation we did not write
     banned: tuple[str, ...] = ()  # torch functions / aten operators the learner's code may not call
     memory: Callable | None = None  # (cfg, args) -> [({arg: value}, elements allowed)]: calls whose forward is measured
+    # A float32 call too big to hide: {"dims": cfg, "args": {arg: value}, "allowed": (cfg, args) -> elements,
+    # "resident_kb": limit}; its peak resident memory (the kernel's count, which no Python mode can switch off)
+    # must grow by less than the limit
+    memory_backstop: dict | None = None
+    memory_fit: Callable = lambda cfg: cfg  # dims for the memory calls: large enough that the tensor to avoid exceeds the bound
+    # cfg -> ({arg: value}, ...): block settings for extra base calls, so that blocks along every axis a learner
+    # may chunk leave a partial last block
+    blocks: Callable = lambda cfg: ()
     call_errors: Callable = lambda cfg: ()  # functions: ({arg name: value}, why, words) that must raise ValueError
     track: str = ""  # the track (grader/tracks.py) this problem belongs to
     after: tuple[str, ...] = ()  # problems to solve first (besides `requires`): what this one builds on

@@ -20,7 +20,7 @@ def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, limits, 
     _redirect_output(log_path)
     import torch
 
-    from . import harness, sandbox
+    from . import harness, intercept, sandbox
 
     torch.set_num_threads(1)
     cuda = torch.cuda.is_available()
@@ -36,6 +36,10 @@ def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, limits, 
         calls = loads(conn.recv_bytes())  # read the first batch before any learner code runs
     except EOFError:
         return
+    banned = next((c.get("banned") for c in calls if c.get("banned")), None)
+    if banned:  # below Python's modes, which the learner's code could switch off
+        intercept.ban_kernels(banned)
+        intercept.guard_functions(banned)
     try:
         target = load_symbol(Path(work), module, symbol, PACKAGE)
     except NotStarted as exc:

@@ -74,3 +74,20 @@ BOOLEAN_MASK_MISTAKES_ZH = {
                        "约 1e4 的分数取 exp 得到 inf，而 inf / inf 是 NaN；减去行最大值就能避免。",
                        "用 torch.softmax（它会减去最大值），或 exp(s - s.amax(-1, keepdim=True))。"),
 }
+
+
+def aligned(d: int, to: float, dtype=torch.float64):
+    """(a, u) with u a unit vector of size d: queries a*u + e*q and keys -a*u + e*k score about `to` (< 0)
+    after the 1/sqrt(d) scale, with a spread of about e*a/sqrt(d) around it."""
+    return (-to * d**0.5) ** 0.5, torch.full((d,), d**-0.5, dtype=dtype)
+
+
+SPREAD = 2e-3
+"""e above: scores spread by ~0.1 around -50 and by ~2 around -1e4 (within the contract's bound)."""
+
+
+def negative_qk(args, state, cfg, to):
+    """A `negative` hook for queries (..., Tq, d) and keys (..., Tk, d) scored by q . k / sqrt(d)."""
+    a, u = aligned(args[0].shape[-1], to)
+    args[0].mul_(SPREAD).add_(a * u)
+    args[1].mul_(SPREAD).sub_(a * u)

@@ -70,9 +70,40 @@ def allowed(cfg, args, max_elements) -> int:
     return max(max_elements, *inputs, B * Tq * Tk, B * Tq * dv, B * Tq * h, B * Tk * h)
 
 
+def full_tensor(cfg) -> int:
+    """Elements of the (B, Tq, Tk, h) tensor the problem is about avoiding."""
+    return cfg["B"] * cfg["Tq"] * cfg["Tk"] * cfg["h"]
+
+
+def _blocks(cfg):
+    """max_elements for chunks of 3 (b, i, j) triples and of 3 rows of queries or keys, counted per batch row
+    or across the batch (whichever way a learner divides max_elements), and h + 1: each leaves a partial last
+    block on config 0 (B = 2, Tq and Tk primes >= 5)."""
+    B, Tq, Tk, h = cfg["B"], cfg["Tq"], cfg["Tk"], cfg["h"]
+    sizes = dict.fromkeys((h + 1, 3 * h, 3 * Tk * h, 3 * B * Tk * h, 3 * Tq * h, 3 * B * Tq * h))
+    return tuple({"max_elements": m} for m in sizes)
+
+
 def _memory(cfg, args):
-    """The smallest legal bound (h), a bound that splits rows of keys (2h + 1), and the default (no chunking needed)."""
-    return [({"max_elements": m}, allowed(cfg, args, m)) for m in (cfg["h"], 2 * cfg["h"] + 1, 2**20)]
+    """The smallest legal bound (h) and each block setting, wherever the full tensor exceeds what it allows,
+    so that every measured call can catch it."""
+    bounds = dict.fromkeys((cfg["h"], 2 * cfg["h"] + 1, *(b["max_elements"] for b in _blocks(cfg))))
+    return [({"max_elements": m}, allowed(cfg, args, m)) for m in bounds if full_tensor(cfg) > allowed(cfg, args, m)]
+
+
+BACKSTOP = {
+    "dims": {"B": 1, "Tq": 256, "Tk": 256, "h": 128, "dq": 8, "dk": 8, "dv": 8, "H": 1},
+    "args": {"max_elements": 2**16},
+    "allowed": lambda cfg, args: allowed(cfg, args, 2**16),
+    "resident_kb": 16 * 1024,
+}
+"""The full tensor here is 2**23 float32 elements (32 MB); a chunked solution needs well under 1 MB, so a resident
+peak above 16 MB means the full tensor (or half of it) existed, however the dispatch mode was avoided."""
+
+
+def _memory_fit(cfg):
+    """h >= 6 (and dims <= 8): with Tq >= 5 and Tk >= 2, B*Tq*Tk*h then exceeds every input and S."""
+    return {**cfg, "h": max(cfg["h"], 6)}
 
 
 ZH = {
@@ -166,6 +197,9 @@ PROBLEM = Problem(
     outputs=("output", "weights"),
     dims=("B Tq dv", "B Tq Tk"),
     memory=_memory,
+    memory_fit=_memory_fit,
+    memory_backstop=BACKSTOP,
+    blocks=_blocks,
     call_errors=lambda cfg: (({"max_elements": cfg["h"] - 1}, "max_elements < h", ()),),
     track="memory",
     after=('additive_attention',),

@@ -12,6 +12,11 @@ def _amplify(args, state, cfg):
     args[0].mul_(SCORE_BOUND / args[0].abs().max())  # the largest |score| is exactly 1e4
 
 
+def _negative(args, state, cfg, to):
+    """Every score in [to - 0.5, to + 0.5]: the valid ones far below the masked ones' fill of 0 (say)."""
+    args[0].div_(2 * args[0].abs().max()).add_(to)
+
+
 FILL = "torch.finfo(scores.dtype).min"
 LAST = "return torch.softmax(filled, dim=-1) * keep"
 MISTAKES = (
@@ -139,6 +144,7 @@ PROBLEM = Problem(
     ),
     inputs=_inputs,
     amplify=_amplify,
+    negative=_negative,
     mistakes=MISTAKES,
     track="warm-up",
     zh=ZH,

@@ -2,7 +2,7 @@
 import torch
 
 from ..spec import SCORE_BOUND, Method, Mistake, Problem
-from ._common import BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, MASK_DOC
+from ._common import BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, MASK_DOC, SPREAD, aligned
 
 SCORES = "scores = q @ k.transpose(-2, -1) / d**0.5"
 RETURN = "return self.W_o(context.transpose(1, 2).reshape(B, Tq, H * d)), weights"
@@ -78,6 +78,14 @@ def _amplify(args, state, cfg):
     factor = (SCORE_BOUND / (q @ k.transpose(-2, -1) / d**0.5).abs().max()) ** 0.5
     for name in ("W_q.weight", "W_q.bias", "W_k.weight", "W_k.bias"):
         state[name].mul_(factor)
+
+
+def _negative(args, state, cfg, to):
+    """Every head's projected queries a*u + e*(W_q x) and keys -a*u + e*(W_k x): scores about `to`."""
+    a, u = aligned(cfg["dq"], to)
+    for name, sign in (("W_q", 1.0), ("W_k", -1.0)):
+        state[f"{name}.weight"].mul_(SPREAD)
+        state[f"{name}.bias"].copy_(sign * a * u.repeat(cfg["H"]))
 
 
 def _oracle(call):
@@ -205,6 +213,7 @@ PROBLEM = Problem(
     params=_params,
     inputs=_inputs,
     amplify=_amplify,
+    negative=_negative,
     ctor_errors=(({"embed_dim": 6, "num_heads": 4}, "embed_dim not divisible by num_heads", ()),),
     mistakes=MISTAKES,
     outputs=("output", "weights"),

@@ -2,7 +2,7 @@
 import torch
 
 from ..spec import SCORE_BOUND, Method, Mistake, Problem
-from ._common import BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, scale_scores
+from ._common import BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, negative_qk, scale_scores
 
 SCORES = "scores = queries @ keys.transpose(-2, -1) / d**0.5"
 MISTAKES = BOOLEAN_MASK_MISTAKES + (
@@ -69,6 +69,8 @@ def _amplify(args, state, cfg):
 def _oracle(call):
     """torch.nn.functional.scaled_dot_product_attention (its weights: the same call with identity values)"""
     q, k, v, mask = call["args"]
+    if mask is not None:  # any broadcastable form, as the oracle wants it: (..., Tq, Tk)
+        mask = mask.expand(*q.shape[:-1], k.shape[-2])
     F = torch.nn.functional
     eye = torch.eye(k.shape[-2], dtype=k.dtype).expand(*k.shape[:-1], k.shape[-2])
     return [F.scaled_dot_product_attention(q, k, v, attn_mask=mask), F.scaled_dot_product_attention(q, k, eye, attn_mask=mask)]
@@ -157,6 +159,7 @@ PROBLEM = Problem(
     fit=_fit,
     inputs=_inputs,
     amplify=_amplify,
+    negative=negative_qk,
     mistakes=MISTAKES,
     outputs=("output", "weights"),
     dims=("... Tq dv", "... Tq Tk"),
