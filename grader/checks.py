@@ -32,7 +32,8 @@ def check_no_torch(ctx):
         modules = ctx.result(case)["modules"]
         if modules:
             raise Failed(f"importing {ctx.problem.id}.py in a fresh Python imports {', '.join(modules[:3])}: this "
-                         "problem is NumPy only; remove every torch import (also those of modules it imports)")
+                         "problem is NumPy only; remove every torch import (also those of modules it imports)",
+                         symptom="imports_torch")
 
 
 def check_oracle(ctx):
@@ -69,7 +70,7 @@ def check_memory(ctx):
             ctx.fail(case, f"the forward allocated a tensor of {peak['elements']} elements ({peak['op']}); "
                      f"allowed at most {allowed} = max(max_elements, S). Build the (B, Tq, Tk, h) features a chunk "
                      "at a time, with chunks of at most max_elements elements")
-        compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance(case.call["dtype"]))
+        compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(case.call["dtype"]))
 
 
 def check_parameters(ctx):
@@ -111,7 +112,7 @@ def _fmt(params: dict) -> str:
 
 def check_shapes(ctx):
     for case in ctx.of("base"):
-        got = ctx.outputs(case)
+        got = ctx.raw_outputs(case)
         for name, g, shape in zip(ctx.problem.outputs, got, output_shapes(ctx.problem, case.cfg)):
             if tuple(g.shape) != shape:
                 dims = dim_names(ctx.problem.dims[ctx.problem.outputs.index(name)], case.cfg)
@@ -152,7 +153,7 @@ def check_gradients(ctx):
     names = ctx.problem.arg_names
     for case in ctx.of("grad"):
         res = ctx.result(case)
-        compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance("float64"))
+        compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance("float64"))
         for key, expected in ctx.ref[case.key]["grads"].items():
             got = res["grads"].get(key)
             label = f"gradient of {names[int(key[6:])]}" if key.startswith("input:") else f"gradient of {key[6:]}"
@@ -243,13 +244,14 @@ def check_dropout(ctx):
             for name, a, b in zip(ctx.problem.outputs, first, second):
                 if not torch.equal(a, b):
                     ctx.fail(case, f"two calls in eval() gave different {name}: dropout must do nothing in eval() mode "
-                             "(use nn.Dropout, or F.dropout(..., training=self.training))")
+                             "(use nn.Dropout, or F.dropout(..., training=self.training))", symptom="dropout_in_eval")
             compare_all(ctx, case, first, ctx.expected(case), tol)
             continue
         out, w = ctx.outputs(case)
         problem = mismatch("weights", w, ctx.expected(case)[-1], tol)
         if problem:
-            ctx.fail(case, f"in train() the returned weights must be taken before dropout (they still sum to 1)\n{problem}")
+            ctx.fail(case, f"in train() the returned weights must be taken before dropout (they still sum to 1)\n{problem}",
+                     symptom="weights_after_dropout")
         _judge_dropped(ctx, case, out, counts)
     if ctx.of("dropout") and (not counts["kept"] or not counts["dropped"]):
         case = [c for c in ctx.of("dropout") if c.call["train"]][-1]
@@ -268,7 +270,8 @@ def _judge_dropped(ctx, case, out, counts) -> None:
     if residual > 1e-7 * max(1.0, out.abs().max().item()):
         ctx.fail(case, f"in train() with dropout={p}, the output is not (dropout applied to the weights) @ values: "
                  f"no dropped weights explain it (off by {residual:.3g}). Dropout acts on the attention weights, "
-                 "after the softmax and before they multiply the values; not on the scores, the values or the output")
+                 "after the softmax and before they multiply the values; not on the scores, the values or the output",
+                 symptom="dropout_misplaced")
     at_masked = (w == 0) & (P.abs() > 1e-9)
     if at_masked.any():
         at = tuple(at_masked.nonzero()[0].tolist())
@@ -285,7 +288,7 @@ def _judge_dropped(ctx, case, out, counts) -> None:
         why = (f"kept weights are scaled by {common:.6g} = 1/(1-{1 - 1 / common:.4g}), expected 1/(1-{p}) = {scale:.6g}: "
                f"dropout must use p = {p}, the module's `dropout` argument" if same else
                f"dropped weights / weights = {others[0].item():.6g} at a kept entry, expected 0 or 1/(1-p) = {scale:.6g}")
-        ctx.fail(case, f"in train() with dropout={p}: {why}")
+        ctx.fail(case, f"in train() with dropout={p}: {why}", symptom="dropout_wrong_p" if same else None)
     counts["kept"] += int(kept.sum())
     counts["dropped"] += int(dropped.sum())
 
@@ -296,7 +299,7 @@ def check_device(group: str):
             res = ctx.result(case)
             if any(d != "cuda" for d in res["devices"]):
                 ctx.fail(case, f"outputs came back on {res['devices']}, expected cuda (the inputs' device)")
-            compare_all(ctx, case, res["outputs"][0], ctx.expected(case), tolerance(case.call["dtype"]))
+            compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(case.call["dtype"]))
 
     return judge
 

@@ -68,6 +68,17 @@ def cmd_grade(args) -> int:
 
         for path in write_plots(report, plots):
             print(f"plot: {path}")
+    return exit_code(report)
+
+
+GRADER_ERROR_EXIT = 3
+"""`attnkit grade` (and `pytest` when grading): 0 full marks, 1 not full marks, 3 the grader failed on some check
+(those checks are left out of the maximum; the grade is incomplete), 2 bad input."""
+
+
+def exit_code(report) -> int:
+    if report.grader_errors:
+        return GRADER_ERROR_EXIT
     return 0 if report.max_score > 0 and report.score == report.max_score else 1
 
 

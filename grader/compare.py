@@ -73,10 +73,17 @@ def mismatch(name: str, got: torch.Tensor | None, expected: torch.Tensor, tol: T
         return None
     err = (got64 - exp64).abs()
     at = argmax_index(err)
-    return (
-        f"{name}: max error {err.max().item():.3g} at {list(at)} (got {got64[at].item():.6g}, "
-        f"expected {exp64[at].item():.6g}); allowed {tol}"
-    )
+    g, e = digits(got64[at].item(), exp64[at].item())
+    return f"{name}: max error {err.max().item():.3g} at {list(at)} (got {g}, expected {e}); allowed {tol}"
+
+
+def digits(got: float, expected: float) -> tuple[str, str]:
+    """Both numbers with the fewest significant digits (6 or more) at which they differ visibly."""
+    for n in range(6, 18):
+        a, b = f"{got:.{n}g}", f"{expected:.{n}g}"
+        if a != b:
+            return a, b
+    return f"{got!r}", f"{expected!r}"
 
 
 def usage(got: torch.Tensor, expected: torch.Tensor, tol: Tol) -> float:

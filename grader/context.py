@@ -13,17 +13,22 @@ from .scenarios import lens_to_mask, output_shapes
 class Failed(Exception):
     """A check's verdict: the message is shown to the learner as is; `case` is the failing call."""
 
-    def __init__(self, message: str, case=None):
+    def __init__(self, message: str, case=None, symptom: str | None = None):
         super().__init__(message)
-        self.case = case
+        self.case, self.symptom = case, symptom  # symptom: a catalogued mistake id the check's own evidence shows
+
+
+class GraderError(Exception):
+    """The grader itself failed on this call (not the learner's code): the check is left out of the maximum."""
 
 
 class Context:
     """What a judge sees: the spec, its cases, the learner's results and the reference's."""
 
-    def __init__(self, problem, cases, got, ref, failure=None, seed=None):
+    def __init__(self, problem, cases, got, ref, failure=None, seed=None, failing_deps=()):
         self.problem, self.cases, self.got, self.ref, self.failure = problem, cases, got, ref, failure
         self.seed = seed
+        self.failing_deps = failing_deps  # imported problems that fail their own checks: their mistakes may explain ours
 
     def of(self, group: str):
         return [c for c in self.cases.values() if c.group == group]
@@ -32,18 +37,31 @@ class Context:
         res = self.got.get(case.key)
         if res is None:
             raise Failed(f"called {call_text(self.problem, case)}\nno result: {self.failure or 'the worker gave none'}")
+        if res.get("grader_error"):
+            raise GraderError(f"the grader failed while running {call_text(self.problem, case)}: {error_text(res)}")
         if not res["ok"]:
             raise Failed(f"called {call_text(self.problem, case)}\nit raised {error_text(res)}")
         return res
 
-    def outputs(self, case, run: int = 0) -> list:
+    def raw_outputs(self, case, run: int = 0) -> list:
+        """What came back, unchecked (the shapes check reads this)."""
         return self.result(case)["outputs"][run]
+
+    def outputs(self, case, run: int = 0) -> list:
+        """What came back, each output of the shape the contract gives (else the check fails, saying so)."""
+        got = self.raw_outputs(case, run)
+        expected = self.ref[case.key]["outputs"][run] if case.key in self.ref else None
+        shapes = [tuple(e.shape) for e in expected] if expected else output_shapes(self.problem, case.cfg)
+        for name, g, shape in zip(self.problem.outputs, got, shapes):
+            if tuple(g.shape) != shape:
+                self.fail(case, f"{name} has shape {tuple(g.shape)}, expected {shape}")
+        return got
 
     def expected(self, case, run: int = 0) -> list:
         return self.ref[case.key]["outputs"][run]
 
-    def fail(self, case, text: str):
-        raise Failed(f"called {call_text(self.problem, case)}\n{text}", case)
+    def fail(self, case, text: str, symptom: str | None = None):
+        raise Failed(f"called {call_text(self.problem, case)}\n{text}", case, symptom)
 
 
 def valid_mask(problem, case) -> torch.Tensor:

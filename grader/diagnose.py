@@ -1,14 +1,18 @@
 """Recognise which catalogued mistake a failing check shows.
 
-1. By reproduction: each catalogued mistake is a small patch of the reference. The patched
+1. By symptoms (grader/symptoms.py), first: what a check's own evidence shows (dropout with
+   the wrong p, torch imported), the kind of parameter difference (an extra or a missing
+   bias, a weight on the wrong side), and error shapes whose cause is certain (NaN or uniform
+   rows with no allowed key while the rest is right, rows lost only where every valid score
+   is very negative, chunks normalised apart, sums over the wrong axis, float32 rounding
+   inside a float64 computation).
+2. By reproduction: each catalogued mistake is a small patch of the reference. The patched
    reference runs (in the grader's process) on the very calls the learner's code got; a
    mistake is named when it reproduces the learner's results on every call of the check,
    on at least one call where the learner and the reference differ. For a module, the
-   mistakes of a problem it imports (masked_softmax) are tried too, as `masked_softmax:<id>`.
-2. By the shape of the error, for a few patterns whose cause is certain (NaN exactly on the
-   fully masked rows, uniform fully masked rows, inputs changed in place, non-finite values
-   only for large scores): these name the catalogued mistake even when other parts differ.
-Where neither names one, the check says so rather than guessing.
+   mistakes of a problem it imports (masked_softmax) are tried too, as `masked_softmax:<id>`,
+   but only when that problem fails its own checks.
+Where neither names one, the check says so, with what the results show, rather than guessing.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from .grading import REFERENCE_DIR, reference
 from .harness import execute
 from .i18n import word
 from .mistakes import apply
-from .patterns import pattern
+from . import symptoms
 from .problems import get
 from .scenarios import as_reference
 from .spec import Mistake
@@ -48,10 +52,11 @@ def _variant(problem, mistake: Mistake, dependency=None):
     return _CACHE[key]
 
 
-def candidates(problem):
-    """(reported id, Mistake, target) for the problem's own mistakes, then those of what it imports."""
+def candidates(problem, failing_deps=()):
+    """(reported id, Mistake, target) for the problem's own mistakes, then those of the imported problems
+    that fail their own checks."""
     out = [(m.id, m, lambda m=m: getattr(_variant(problem, m), problem.symbol)) for m in problem.mistakes]
-    for dep in problem.requires:
+    for dep in failing_deps:
         out += [(f"{dep}:{m.id}", m, lambda m=m, dep=dep: getattr(_variant(problem, m, dep), problem.symbol))
                 for m in get(dep).mistakes]
     return out
@@ -110,33 +115,75 @@ def _ctor_error_result(res):
     return "accepted" if res["ok"] else ("ValueError" if res["error"]["value_error"] else "other")
 
 
-def diagnose(problem, ctx, failing: list[str]) -> dict[str, str | None]:
-    """For each failing check id: the id of the mistake that explains it, or None.
+def diagnose(problem, ctx, failing_checks) -> dict[str, str | None]:
+    """For each failing check (CheckResult): the id of the mistake that explains it, or None.
 
-    A mistake explains a check when, on every call where the learner's result differs from
-    the reference's, the mistaken variant gives the learner's result (calls the learner got
-    right may differ: the mistake may sit on one code path only). Variants that also agree
-    everywhere else rank first, then those with more evidence. A mistake that explains every
-    failing check is named for all of them; otherwise each check gets its own, and failing
-    that an error-shape pattern."""
+    A parameter difference of a catalogued kind explains every failing check. Otherwise a check's own
+    symptom names that check; then exact reproduction; then an error shape whose cause is certain; then
+    reproduction that explains the calls the learner got wrong (it may differ on calls they got right).
+    A mistake is reproduced on a check when, on every call where the learner's result differs from the
+    reference's, the mistaken variant gives the learner's result. A mistake that explains every failing
+    check is named for all of them; otherwise each check gets its own."""
+    failing = [c.id for c in failing_checks]
+    by_params = _parameter_mistake(problem, ctx)
+    if by_params:
+        return {cid: by_params for cid in failing}
+    ids = symptoms.known_ids(problem, ctx.failing_deps)
+    reproduced = _reproduce(problem, ctx, failing)
+    shape = symptoms.certain(problem, ctx, failing)
+    found = {}
+    for c in failing_checks:
+        rid, exact = reproduced.get(c.id, (None, False))
+        if c.symptom in ids:
+            found[c.id] = c.symptom
+        elif rid and exact:
+            found[c.id] = rid
+        else:
+            found[c.id] = shape or rid
+    return found
+
+
+def _reproduce(problem, ctx, failing) -> dict:
+    """{check id: (mistake id, exact)} for the checks some catalogued variant reproduces."""
     cache = _RESULTS.setdefault((problem.id, ctx.seed), {})  # variants are deterministic: reuse across runs
     cases = {cid: _check_cases(ctx, cid) for cid in failing}
     scores = {
         rid: {cid: _explains(ctx, cases[cid], rid, target, cache) for cid in failing}
-        for rid, _, target in candidates(problem)
+        for rid, _, target in candidates(problem, ctx.failing_deps)
     }
     whole = [
         ((all(s[c][0] for c in failing), sum(s[c][1] for c in failing)), rid)
         for rid, s in scores.items() if all(s[c] is not None for c in failing)
     ]
     if whole:
-        best = max(whole, key=lambda t: t[0])[1]  # max keeps catalogue order on ties
-        return {cid: best for cid in failing}
+        (exact, _), best = max(whole, key=lambda t: t[0])  # max keeps catalogue order on ties
+        return {cid: (best, exact) for cid in failing}
     found = {}
     for cid in failing:
         options = [(s[cid], rid) for rid, s in scores.items() if s[cid] is not None]
-        found[cid] = max(options, key=lambda t: t[0])[1] if options else pattern(problem, ctx, cid)
+        if options:
+            (exact, _), rid = max(options, key=lambda t: t[0])
+            found[cid] = (rid, exact)
     return found
+
+
+def _parameter_mistake(problem, ctx) -> str | None:
+    """The catalogued mistake whose variant has the same kind of parameter difference as the learner's module."""
+    cases = [c for c in ctx.of("ctor") if (r := ctx.got.get(c.key)) and r.get("ok") and "params" in r]
+    if not cases:
+        return None
+    case = cases[0]
+    expected = {n: list(s) for n, s in problem.params({**case.cfg, **case.variant}).items()}
+    learner = symptoms.parameter_kinds(ctx.got[case.key]["params"], expected)
+    if not learner:
+        return None
+    cache = _RESULTS.setdefault((problem.id, ctx.seed), {})
+    matches = []
+    for rid, _, target in candidates(problem):
+        variant = _run_variant(case, rid, target, cache)
+        if variant.get("ok") and symptoms.parameter_kinds(variant.get("params", {}), expected) == learner:
+            matches.append(rid)
+    return matches[0] if len(matches) == 1 else None
 
 
 def _check_cases(ctx, cid):

@@ -13,7 +13,7 @@ import torch
 
 from . import ROOT
 from .checks import CHECKS
-from .context import Context, Failed
+from .context import Context, Failed, GraderError
 from .harness import execute
 from .loader import load_symbol
 from .pool import Pool
@@ -37,6 +37,7 @@ class CheckResult:
     message: str = ""
     mistake: str | None = None
     evidence: dict | None = field(default=None, repr=False)  # the failing call's weights (for plots), not in JSON
+    symptom: str | None = field(default=None, repr=False)  # a mistake id the check's own evidence shows (diagnose.py)
 
 
 @dataclass
@@ -64,6 +65,11 @@ class Report:
     def problem(self, pid: str) -> ProblemResult:
         return next(p for p in self.problems if p.id == pid)
 
+    @property
+    def grader_errors(self) -> int:
+        """How many checks the grader itself failed to run (left out of the maximum)."""
+        return sum(c.status == "error" for p in self.problems for c in p.checks)
+
 
 def reference(problem):
     return load_symbol(REFERENCE_DIR, problem.id, problem.symbol, "attnkit_reference")
@@ -71,7 +77,8 @@ def reference(problem):
 
 def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEFAULT_TIMEOUT, limits=None) -> Report:
     impl = Path(impl).resolve()
-    problems = [get(pid) for pid in problem_ids] if problem_ids else all_problems()
+    chosen = [get(pid) for pid in problem_ids] if problem_ids else all_problems()
+    problems = _with_prerequisites(chosen)  # graded too, so that a failure is blamed on them only when they fail
     pool = Pool(str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout, limits)
     try:
         pool.wait_hello()
@@ -87,13 +94,23 @@ def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEF
             pool.workers[pid].results[key] = future.result()
     finally:
         pool.close()
-    results = [_judge(p, plans[p.id], pool.workers[p.id], refs[p.id], cuda, seed) for p in problems]
-    _note_prerequisites(problems, results)
+    statuses: dict = {}
+    for p in problems:  # prerequisites first: their statuses decide whether their mistakes may be named here
+        statuses[p.id] = _judge(p, plans[p.id], pool.workers[p.id], refs[p.id], cuda, seed, statuses)
+    results = [statuses[p.id] for p in chosen]
+    _note_prerequisites(chosen, results, statuses)
     return Report(
         impl=str(impl), seed=seed,
         score=sum(r.score for r in results), max_score=sum(r.max_score for r in results),
         devices={"cpu": True, "cuda": cuda}, problems=results,
     )
+
+
+def _with_prerequisites(chosen) -> list:
+    """The chosen problems and every problem they import, in track order (prerequisites first)."""
+    ids = {p.id for p in chosen}
+    ids |= {r for p in chosen for r in p.requires}
+    return [p for p in all_problems() if p.id in ids]
 
 
 def _start_probes(impl, problems, plans, limits, timeout) -> dict:
@@ -148,8 +165,9 @@ def _not_started(problem, worker) -> str | None:
     return None
 
 
-def _judge(problem, cases, worker, refs, cuda: bool, seed: int) -> ProblemResult:
-    ctx = Context(problem, cases, worker.results, refs, worker.failure, seed)
+def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict) -> ProblemResult:
+    failing_deps = tuple(r for r in problem.requires if getattr(statuses.get(r), "status", None) in ("failed", "not_started"))
+    ctx = Context(problem, cases, worker.results, refs, worker.failure, seed, failing_deps)
     not_started = _not_started(problem, worker)
     checks = []
     for cid, points in problem.points.items():
@@ -163,17 +181,21 @@ def _judge(problem, cases, worker, refs, cuda: bool, seed: int) -> ProblemResult
     failing = [c for c in checks if c.status == "failed"] if not not_started else []
     if failing:
         _name_mistakes(problem, ctx, failing)
-    ran = [c for c in checks if c.status != "skipped"]
+    ran = [c for c in checks if c.status not in ("skipped", "error")]
     score, max_score = sum(c.score for c in ran), sum(c.max_score for c in ran)
     status = "not_started" if not_started else "passed" if all(c.status == "passed" for c in ran) else "failed"
+    if status == "passed" and any(c.status == "error" for c in checks):
+        status = "failed"  # nothing the learner did is wrong, but the problem was not fully graded
     return ProblemResult(problem.id, problem.title, status, score, max_score, checks)
 
 
 def _name_mistakes(problem, ctx, failing) -> None:
-    from .diagnose import diagnose, describe
+    from .diagnose import describe, diagnose
+    from .symptoms import evidence
 
     try:
-        named = diagnose(problem, ctx, [c.id for c in failing])
+        named = diagnose(problem, ctx, failing)
+        seen = evidence(problem, ctx) if None in named.values() else []
     except Exception:  # noqa: BLE001 - a diagnosis bug must never change a grade
         tail = traceback.format_exc().strip().splitlines()[-1]
         for c in failing:
@@ -182,6 +204,8 @@ def _name_mistakes(problem, ctx, failing) -> None:
     for c in failing:
         c.mistake = named.get(c.id)
         c.message += "\n" + describe(problem, c.mistake)
+        if c.mistake is None and seen:
+            c.message += "\nWhat the results show: " + "; ".join(seen) + "."
 
 
 def _evidence(ctx, case) -> dict | None:
@@ -199,9 +223,9 @@ def _evidence(ctx, case) -> dict | None:
     return {"got": w, "expected": ref, "mask": valid_mask(ctx.problem, case).expand(ref.shape)}
 
 
-def _note_prerequisites(problems, results) -> None:
+def _note_prerequisites(problems, results, graded) -> None:
     """A failure may come from a module this problem imports: say so where that one fails too."""
-    status = {r.id: r.status for r in results}
+    status = {pid: r.status for pid, r in graded.items()}
     for problem, result in zip(problems, results):
         broken = [r for r in problem.requires if status.get(r) in ("failed", "not_started")]
         if result.status != "failed" or not broken:
@@ -217,7 +241,13 @@ def _run_check(check, ctx, points) -> CheckResult:
     try:
         check.judge(ctx)
     except Failed as exc:
-        return CheckResult(check.id, check.title, "failed", 0, points, str(exc), evidence=_evidence(ctx, exc.case))
-    except Exception:  # noqa: BLE001 - a grader bug must show, not count as the learner's failure
-        return CheckResult(check.id, check.title, "error", 0, points, "internal grader error:\n" + traceback.format_exc())
+        return CheckResult(check.id, check.title, "failed", 0, points, str(exc), evidence=_evidence(ctx, exc.case),
+                           symptom=exc.symptom)
+    except Exception as exc:  # noqa: BLE001 - a grader bug must show, and never count as the learner's failure
+        detail = str(exc) if isinstance(exc, GraderError) else traceback.format_exc().strip()
+        return CheckResult(check.id, check.title, "error", 0, 0, GRADER_ERROR.format(points=points, detail=detail))
     return CheckResult(check.id, check.title, "passed", points, points)
+
+
+GRADER_ERROR = ("grader error: the grader failed on this check, not your code; its {points} points are left out of "
+                "your maximum. Please report it (attnkit's issue tracker), with this message:\n{detail}")

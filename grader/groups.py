@@ -253,5 +253,6 @@ def build(problem: Problem, groups, seed: int) -> dict[str, Case]:
         for case in GROUPS[name](problem, seed):
             case.call["key"] = case.key
             case.call.setdefault("n_out", len(problem.outputs))
+            case.call.setdefault("names", list(problem.outputs))
             cases[case.key] = case
     return cases

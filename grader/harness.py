@@ -24,7 +24,20 @@ from .intercept import Banned, Peak, ResidentPeak
 
 
 class CallError(Exception):
-    """The implementation's output is not what the contract allows (wrong type or arity)."""
+    """The implementation's output is not what the contract allows (wrong type, arity or shape)."""
+
+
+class GraderFault(Exception):
+    """The grader's own code failed around the learner's call (preparing inputs, packing results):
+    reported as a grader error, never as the learner's."""
+
+
+@contextlib.contextmanager
+def _ours(what: str):
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - anything here is the grader's failure
+        raise GraderFault(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
 def execute(call: dict, target) -> dict:
@@ -41,9 +54,10 @@ def execute(call: dict, target) -> dict:
         fn.train(bool(call.get("train")))
     want_grad = call.get("grad_out") is not None
     numpy = call.get("arrays") == "numpy"
-    args = [_prepare(a, device, want_grad, numpy) for a in call["args"]]
-    before = [_copy(a) for a in args]
-    _seed(device, call.get("seed", 0))
+    with _ours("preparing the inputs"):
+        args = [_prepare(a, device, want_grad, numpy) for a in call["args"]]
+        before = [_copy(a) for a in args]
+        _seed(device, call.get("seed", 0))
     peak = Peak() if call.get("measure") else contextlib.nullcontext()
     resident = ResidentPeak() if call.get("measure") else contextlib.nullcontext()
     banned = Banned(call["banned"]) if call.get("banned") else contextlib.nullcontext()
@@ -52,10 +66,15 @@ def execute(call: dict, target) -> dict:
     if call.get("measure"):
         result["peak"] = {"elements": peak.elements, "op": peak.op, "ops": peak.ops, "resident_kb": resident.kb}
     outs = runs[0]
-    result["outputs"] = [[o.detach().cpu() for o in run] for run in runs]
-    result["devices"] = [o.device.type for o in outs]
-    result["changed"] = [i for i, (a, b) in enumerate(zip(args, before)) if b is not None and not _same(a, b)]
+    with _ours("reading the outputs"):
+        result["outputs"] = [[o.detach().cpu() for o in run] for run in runs]
+        result["devices"] = [o.device.type for o in outs]
+        result["changed"] = [i for i, (a, b) in enumerate(zip(args, before)) if b is not None and not _same(a, b)]
     if want_grad:
+        names = call.get("names") or [f"output {i}" for i in range(len(outs))]
+        for name, o, g in zip(names, outs, call["grad_out"]):  # the learner's shapes, before the grader multiplies
+            if tuple(o.shape) != tuple(g.shape):
+                raise CallError(f"returned {name} of shape {tuple(o.shape)}, expected {tuple(g.shape)}")
         result["grads"] = _grads(fn, args, outs, call["grad_out"], device)
     return result
 
@@ -110,6 +129,8 @@ def _outputs(value, n_out: int, numpy: bool = False) -> list:
     for v in value:
         if type(v) is not torch.Tensor and not isinstance(v, torch.nn.Parameter):
             raise CallError(f"returned {_kind(v)} where a torch.Tensor was expected")
+        if v.layout != torch.strided or v.device.type not in ("cpu", "cuda") or v.is_complex() or v.is_quantized:
+            raise CallError(f"returned a {v.layout} {v.dtype} tensor on {v.device.type}, expected a dense real tensor")
     return list(value)
 
 

@@ -158,3 +158,5 @@ class Grader:
             from .report import write_json
 
             write_json(self.report, self.json_out)
+        if self.report is not None and self.report.grader_errors:
+            session.exitstatus = 3  # the grader failed on some check: not the learner's result (commands.exit_code)

@@ -48,17 +48,20 @@ def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, limits, 
     conn.send_bytes(dumps({"loaded": None}))
     while calls is not None:
         for call in calls:
-            conn.send_bytes(dumps({"key": call["key"], "result": _run(harness.execute, call, target, work)}))
+            conn.send_bytes(dumps({"key": call["key"], "result": _run(harness, call, target, work)}))
         try:
             calls = loads(conn.recv_bytes())
         except EOFError:
             return
 
 
-def _run(execute, call, target, impl_dir) -> dict:
+def _run(harness, call, target, impl_dir) -> dict:
     sys.stdout.flush()
     try:
-        return {"ok": True, **execute(call, target)}
+        return {"ok": True, **harness.execute(call, target)}
+    except harness.GraderFault as exc:  # the grader's own code failed: never the learner's failure
+        error = {"type": "GraderFault", "text": str(exc)[:1000], "message": str(exc)[:500], "value_error": False}
+        return {"ok": False, "grader_error": True, "error": error}
     except BaseException as exc:  # noqa: BLE001 - report everything, SystemExit included
         error = {"type": type(exc).__name__, "text": describe_exception(exc, Path(impl_dir)), "message": str(exc)[:500]}
         return {"ok": False, "error": {**error, "value_error": isinstance(exc, ValueError)}}

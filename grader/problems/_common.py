@@ -59,6 +59,11 @@ BOOLEAN_MASK_MISTAKES = (  # problems 6 and 7 share these lines of their referen
             explain="True means the key MAY be attended (the convention of F.scaled_dot_product_attention); "
                     "nn.MultiheadAttention's masks use the opposite one (the grader inverts the mask to compare with it).",
             hint="Fill where the mask is False: scores.masked_fill(~mask, ...)."),
+    Mistake("fill_zero", "masked scores filled with 0 instead of a very negative number",
+            ((FILL, "filled = scores.masked_fill(~mask, 0.0)"),),
+            explain="A masked score of 0 is not small: where the allowed scores lie below 0 (say -50), the masked keys "
+                    "take almost all the weight before the mask zeroes it, and the row no longer sums to 1.",
+            hint="Fill with torch.finfo(scores.dtype).min (or -inf, then zero the rows with no allowed key)."),
     Mistake("softmax_no_max", "softmax by hand without subtracting the maximum",
             (("torch.softmax(scores, dim=-1)", "(scores.exp() / scores.exp().sum(-1, keepdim=True))"),
              ("torch.softmax(filled, dim=-1)", "(filled.exp() / filled.exp().sum(-1, keepdim=True))")),
@@ -66,6 +71,10 @@ BOOLEAN_MASK_MISTAKES = (  # problems 6 and 7 share these lines of their referen
             hint="torch.softmax (it subtracts the maximum), or exp(s - s.amax(-1, keepdim=True))."),
 )
 BOOLEAN_MASK_MISTAKES_ZH = {
+    "fill_zero": ("被屏蔽的分数填成了 0，而不是一个很小的负数",
+                  "被屏蔽的分数为 0 并不小：当允许的分数都低于 0（比如 -50）时，被屏蔽的键在掩码清零之前几乎拿走了全部权重，"
+                  "这一行的和不再是 1。",
+                  "用 torch.finfo(scores.dtype).min 填充（或用 -inf，再把没有可关注键的行清零）。"),
     "mask_inverted": ("掩码约定反了（把 True 当成“屏蔽”）",
                       "True 表示该键“可以”被关注（F.scaled_dot_product_attention 的约定）；nn.MultiheadAttention 的掩码用相反的约定"
                       "（评分器和它比较时会把掩码取反）。",
@@ -91,3 +100,31 @@ def negative_qk(args, state, cfg, to):
     a, u = aligned(args[0].shape[-1], to)
     args[0].mul_(SPREAD).add_(a * u)
     args[1].mul_(SPREAD).sub_(a * u)
+
+
+def dropout_mistakes(applied: str, misplaced: str) -> tuple:
+    """The dropout mistakes of a module whose reference line `applied` drops the weights; `misplaced` is that
+    line with dropout acting after the weights multiply the values. Named by check_dropout's evidence."""
+    return (
+        Mistake("dropout_wrong_p", "dropout with a fixed p, not the module's `dropout` argument",
+                (("self.dropout = nn.Dropout(dropout)", "self.dropout = nn.Dropout(0.1)"),),
+                explain="The kept weights are scaled by 1/(1-p) for a p other than the one the module was given: "
+                        "p is hard-coded (or taken from the wrong argument).",
+                hint="self.dropout = nn.Dropout(dropout), with the constructor's own argument."),
+        Mistake("dropout_misplaced", "dropout applied to the output (or the values), not to the weights",
+                ((applied, misplaced),),
+                explain="Attention dropout zeroes attention weights: each query drops some of the keys it attends. "
+                        "Dropping the output (or the values) instead removes features, not keys.",
+                hint="output = dropout(weights) @ values: drop the weights after the softmax."),
+    )
+
+
+DROPOUT_MISTAKES_ZH = {
+    "dropout_wrong_p": ("dropout 用了固定的 p，而不是模块的 `dropout` 参数",
+                        "保留下来的权重被放大了 1/(1-p)，但这个 p 不是模块收到的那个：p 被写死了（或取自错误的参数）。",
+                        "self.dropout = nn.Dropout(dropout)，用构造函数自己的参数。"),
+    "dropout_misplaced": ("dropout 作用在输出（或 values）上，而不是权重上",
+                          "注意力 dropout 置零的是注意力权重：每个查询丢掉它关注的部分键。对输出（或 values）做 dropout "
+                          "丢掉的是特征，而不是键。",
+                          "output = dropout(weights) @ values：在 softmax 之后对权重做 dropout。"),
+}

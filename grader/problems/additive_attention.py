@@ -1,6 +1,6 @@
 """Spec: additive (Bahdanau) attention."""
 from ..spec import Method, Mistake, Problem
-from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, qkv_inputs, scale_scorer
+from ._common import DROPOUT_MISTAKES_ZH, dropout_mistakes, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, qkv_inputs, scale_scorer
 
 FEATURES = "torch.tanh(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))"
 RETURN = "return torch.bmm(self.dropout(weights), values), weights"
@@ -35,7 +35,7 @@ MISTAKES = (
             ((FEATURES, "torch.tanh(self.W_q(queries).unsqueeze(1) + self.W_k(keys).unsqueeze(2))"),),
             explain="Queries and keys were broadcast on each other's axes, so the scores come out as (B, Tk, Tq) instead of (B, Tq, Tk).",
             hint='W_q(queries).unsqueeze(2) is (B, Tq, 1, h); W_k(keys).unsqueeze(1) is (B, 1, Tk, h).'),
-)
+) + dropout_mistakes('torch.bmm(self.dropout(weights), values)', 'self.dropout(torch.bmm(weights, values))')
 
 
 ZH = {
@@ -60,7 +60,7 @@ ZH = {
         "weights = masked_softmax(scores, valid_lens)，返回的是 dropout 之前的权重；\n"
         "output = dropout(weights) @ values。eval() 模式下 dropout 不起作用。",
     ),
-    "mistakes": {
+    "mistakes": {**DROPOUT_MISTAKES_ZH, 
         "no_tanh": ("缺少 tanh",
                     "没有 tanh 时，w_v . (W_q q + W_k k) 拆成只含查询的一项和只含键的一项；查询项对所有键都一样，"
                     "softmax 只看得到键：打分函数无法比较 q 和 k。",

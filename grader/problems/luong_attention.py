@@ -1,7 +1,7 @@
 """Spec: Luong attention (dot, scaled_dot, general, concat)."""
 from ..spec import Method, Mistake, Problem
 from ..spec import SCORE_BOUND
-from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, qkv_inputs, scale_scorer
+from ._common import DROPOUT_MISTAKES_ZH, dropout_mistakes, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, qkv_inputs, scale_scorer
 
 MODES = ("dot", "scaled_dot", "general", "concat")
 
@@ -71,7 +71,7 @@ MISTAKES = (
             (("masked_softmax(scores, valid_lens)", "masked_softmax(scores, None)"),),
             explain='valid_lens never reaches the softmax: padded keys get weight.',
             hint='Pass valid_lens to masked_softmax(scores, valid_lens).'),
-)
+) + dropout_mistakes('torch.bmm(self.dropout(weights), values)', 'self.dropout(torch.bmm(weights, values))')
 
 
 ZH = {
@@ -100,7 +100,7 @@ ZH = {
         "weights = masked_softmax(scores, valid_lens)，返回的是 dropout 之前的权重；\n"
         "output = dropout(weights) @ values。eval() 模式下 dropout 不起作用。",
     ),
-    "mistakes": {
+    "mistakes": {**DROPOUT_MISTAKES_ZH, 
         "general_wrong_side": ("general：W_a 乘在了查询上而不是键上",
                                "general 用 W_a 乘键：q_i . (W_a k_j)，W_a = nn.Linear(key_dim, query_dim)。"
                                "把 W_a 放到查询上，形状就错了（拷入权重后数学也错）。",

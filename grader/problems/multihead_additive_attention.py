@@ -1,6 +1,6 @@
 """Spec: multi-head additive attention."""
 from ..spec import Method, Mistake, Problem
-from ._common import FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, qkv_inputs, scale_scorer
+from ._common import DROPOUT_MISTAKES_ZH, dropout_mistakes, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, qkv_inputs, scale_scorer
 
 RETURN = "return self.W_o(context.transpose(1, 2).reshape(B, Tq, -1)), weights"
 MISTAKES = (
@@ -55,7 +55,7 @@ MISTAKES = (
               "weights = self.dropout(weights)\n        context = weights @ values.unsqueeze(1)"),),
             explain='The returned weights went through dropout.',
             hint='Return the softmax output; apply dropout only to the copy that multiplies the values.'),
-)
+) + dropout_mistakes('context = self.dropout(weights) @ values.unsqueeze(1)', 'context = self.dropout(weights @ values.unsqueeze(1))')
 
 
 ZH = {
@@ -82,7 +82,7 @@ ZH = {
         "context[b, i] = 按 n 拼接 (dropout(weights[b, n]) @ values[b])[i]，形状 (B, Tq, H*dv)；\n"
         "output = W_o(context)。返回的权重按头给出（不取平均），且在 dropout 之前。",
     ),
-    "mistakes": {
+    "mistakes": {**DROPOUT_MISTAKES_ZH, 
         "weights_averaged": ("返回的权重对头取了平均，而不是按头返回",
                              "返回的权重在头上取了平均；约定要求按头返回，形状 (B, H, Tq, Tk)。",
                              "原样返回 (B, H, Tq, Tk) 的权重。"),

@@ -2,7 +2,7 @@
 import torch
 
 from ..spec import SCORE_BOUND, Method, Mistake, Problem
-from ._common import BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, MASK_DOC, SPREAD, aligned
+from ._common import DROPOUT_MISTAKES_ZH, dropout_mistakes, BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, MASK_DOC, SPREAD, aligned
 
 SCORES = "scores = q @ k.transpose(-2, -1) / d**0.5"
 RETURN = "return self.W_o(context.transpose(1, 2).reshape(B, Tq, H * d)), weights"
@@ -52,7 +52,12 @@ MISTAKES = BOOLEAN_MASK_MISTAKES + (
             ((SCORES, "scores = (q @ k.transpose(-2, -1) / d**0.5).float()"),),
             explain="A hard-coded dtype loses float64 precision and breaks the next matmul with v.",
             hint="Keep the inputs' dtype: no .float()."),
-)
+    Mistake("mask_3d_as_batch", "a 3-D mask taken as (B, Tq, Tk) and given a head axis",
+            (("if mask is None:", "if mask is not None and mask.dim() == 3:\n            mask = mask[:, None]\n        if mask is None:"),),
+            explain="The mask broadcasts to (B, H, Tq, Tk) from the right, like any tensor: a 3-D mask is (H, Tq, Tk), one "
+                    "per head for every batch row. A per-batch mask (B, Tq, Tk) is passed as mask[:, None] by the caller.",
+            hint="Use the mask as given (scores.masked_fill(~mask, ...) broadcasts it); do not reshape it by its number of dims."),
+) + dropout_mistakes('context = self.dropout(weights) @ v', 'context = self.dropout(weights @ v)')
 
 
 def _fit(cfg, variant):
@@ -128,7 +133,11 @@ ZH = {
         "eval() 下它等于权重相同、掩码取反的 nn.MultiheadAttention(E, H, batch_first=True)；\n"
         "不要调用它（也不要调用 F.scaled_dot_product_attention）：评分器会拦截。",
     ),
-    "mistakes": {
+    "mistakes": {"mask_3d_as_batch": ("把 3 维掩码当成 (B, Tq, Tk)，再给它加了头的轴",
+                                     "掩码像任何张量一样从右边广播到 (B, H, Tq, Tk)：3 维掩码是 (H, Tq, Tk)，每个头一份，对所有批次行相同。"
+                                     "按批次的掩码 (B, Tq, Tk) 由调用者以 mask[:, None] 传入。",
+                                     "按原样使用掩码（scores.masked_fill(~mask, ...) 会自动广播）；不要按维数去改它的形状。"),
+                 **DROPOUT_MISTAKES_ZH, 
         **BOOLEAN_MASK_MISTAKES_ZH,
         "scale_by_d": ("分数除以了 d 而不是 sqrt(d)",
                        "缩放因子是 1/sqrt(d)，d = embed_dim // num_heads。",
