@@ -247,6 +247,13 @@ def check_dropout(ctx):
                              "(use nn.Dropout, or F.dropout(..., training=self.training))", symptom="dropout_in_eval")
             compare_all(ctx, case, first, ctx.expected(case), tol)
             continue
+        if "p" not in case.meta:  # the constructor's default dropout is 0.0: train() is exact too
+            for name, g, e in zip(ctx.problem.outputs, ctx.outputs(case), ctx.expected(case)):
+                bad = mismatch(name, g, e, tol)
+                if bad:
+                    ctx.fail(case, "constructed without `dropout`, train() must give exactly the eval() result "
+                             f"(the default is dropout=0.0)\n{bad}")
+            continue
         out, w = ctx.outputs(case)
         problem = mismatch("weights", w, ctx.expected(case)[-1], tol)
         if problem:

@@ -85,8 +85,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("action", choices=["init"])
     c.add_argument("directory", metavar="DIR")
     c.set_defaults(run=cmd_course)
-    d = sub.add_parser("dev", help="for the kit's maintainers: regenerate files, self-check")
-    d.add_argument("action", choices=["sync", "check"])
+    d = sub.add_parser("dev", help="for the kit's maintainers: regenerate files, self-check, mutation testing")
+    d.add_argument("action", choices=["sync", "check", "mutants"])
+    d.add_argument("--problems", metavar="ID,...", help="mutants: which problems (default: all); a unique prefix works")
+    d.add_argument("--json", metavar="OUT", help="mutants: also write the results as JSON")
+    d.add_argument("--sample", type=int, metavar="N", help="mutants: grade N mutants per problem, drawn with --seed")
+    d.add_argument("--seed", type=int, default=0, metavar="N", help="mutants: seed of the sample (default 0)")
     d.set_defaults(run=cmd_dev)
     for name, command in sub.choices.items():
         if name != "dev":  # generated files are English (and Chinese) whatever the chosen language

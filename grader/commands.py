@@ -155,6 +155,8 @@ def cmd_course(args) -> int:
 def cmd_dev(args) -> int:
     from .dev import sync
 
+    if args.action == "mutants":
+        return _mutants(args)
     if args.action == "sync":
         for line in sync() or ["everything generated is fresh"]:
             print(line)
@@ -166,3 +168,35 @@ def cmd_dev(args) -> int:
         print(line)
     print("dev check: ok" if not problems else f"dev check: {len(problems)} problem(s)")
     return 1 if problems else 0
+
+
+def _mutants(args) -> int:
+    """Print `killed K/N non-equivalent mutants` per problem; exit 1 if any mutant survives unlisted."""
+    import json
+    import time
+
+    from .defaults import DEFAULT_SEED
+    from .mutants import run
+    from .options import problem_list
+    from .problems import all_problems, get
+
+    chosen = problem_list(args.problems) if args.problems else None
+    problems = [get(pid) for pid in chosen] if chosen else all_problems()
+    out = json_path(args.json) if args.json else None
+    if args.sample is not None and args.sample < 1:
+        raise BadInput(f"--sample must be at least 1, not {args.sample}")
+    start = time.monotonic()
+    results = run(problems, DEFAULT_SEED, args.sample, args.seed)
+    for pid, r in results.items():
+        live = r["mutants"] - r["equivalent"]
+        print(f"{pid}: killed {r['killed']}/{live} non-equivalent mutants ({r['equivalent']} equivalent, listed)")
+        for key in r["survivors"]:
+            print(f"  survived: {key}")
+        for key in r["stale"]:
+            print(f"  listed as equivalent but no longer a mutant: {key}")
+    print(f"{sum(r['mutants'] for r in results.values())} mutants in {time.monotonic() - start:.0f} s")
+    if out:
+        from .files import atomic_write
+
+        atomic_write(out, json.dumps(results, indent=2) + "\n")
+    return 1 if any(r["survivors"] or r["stale"] for r in results.values()) else 0

@@ -147,7 +147,7 @@ def _reference_results(problem, seed: int, cuda: bool) -> dict:
         target = reference(problem)
         _REFS[key] = {k: execute(as_reference(c.call), target) for k, c in _plan(problem, seed, cuda).items() if c.reference}
         for k, c in _plan(problem, seed, cuda).items():
-            if c.group == "dropout" and c.call["train"]:  # where dropout acts: the output as a function of it
+            if c.group == "dropout" and "p" in c.meta:  # where dropout acts: the output as a function of it
                 _REFS[key][k]["reveal"] = affine_map(target, as_reference(c.call))
         if "oracle" in problem.points:  # a library implementation, on the same float64 calls
             for k, c in _plan(problem, seed, cuda).items():

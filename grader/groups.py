@@ -208,7 +208,8 @@ correct dropout keeps all or drops all of them with probability below 1e-7."""
 
 
 def group_dropout(problem, seed):
-    """Each variant: eval() twice with dropout=0.5, then train() once per DROPOUT_P."""
+    """Each variant: eval() twice with dropout=0.5, train() once per DROPOUT_P, and train() with the
+    constructor's default dropout (0.0: exactly the eval() result)."""
     cases = []
     for vi, variant in enumerate(problem.variants):
         cfg = problem.fit(dict(DROPOUT_DIMS), variant)
@@ -220,6 +221,8 @@ def group_dropout(problem, seed):
         for i, (p, s) in enumerate(DROPOUT_P):
             train = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=p), train=True, seed=s)
             cases.append(Case(key("train", i), "dropout", variant, cfg, train, lens="batch", meta={"p": p}))
+        default = dict(call, ctor=problem.ctor_call(cfg, variant), train=True, seed=9)  # the default: no dropout
+        cases.append(Case(key("train", "default"), "dropout", variant, cfg, default, lens="batch"))
     return cases
 
 

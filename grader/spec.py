@@ -114,6 +114,21 @@ class Problem:
         return sum(self.points.values())
 
     def ctor_call(self, cfg: dict, variant: dict, **overrides) -> dict:
-        """The constructor call for drawn dims: {"args": [...], "kwargs": {...}}."""
+        """The constructor call for drawn dims: {"args": [...], "kwargs": {...}}. A keyword argument equal to the
+        signature's default is left out, so that every call relies on the contract's defaults where it can."""
         values = list({**self.ctor({**cfg, **variant}), **overrides}.items())
-        return {"args": [v for _, v in values[: self.ctor_required]], "kwargs": dict(values[self.ctor_required :])}
+        defaults = self.ctor_defaults
+        kwargs = {k: v for k, v in values[self.ctor_required :]
+                  if not (k in defaults and type(defaults[k]) is type(v) and defaults[k] == v)}
+        return {"args": [v for _, v in values[: self.ctor_required]], "kwargs": kwargs}
+
+    @property
+    def ctor_defaults(self) -> dict:
+        """{argument: default} of the constructor's signature (module problems)."""
+        import ast
+
+        if not self.is_module:
+            return {}
+        fn = ast.parse(self.methods[0].signature.strip() + " pass").body[0]
+        args = fn.args.args[len(fn.args.args) - len(fn.args.defaults):]
+        return {a.arg: ast.literal_eval(d) for a, d in zip(args, fn.args.defaults)}
