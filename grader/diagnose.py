@@ -159,29 +159,53 @@ def _reproduce(problem, ctx, failing) -> dict:
         (exact, _), best = max(whole, key=lambda t: t[0])  # max keeps catalogue order on ties
         return {cid: (best, exact) for cid in failing}
     found = {}
+    base = ctx.of("base")
+    targets = {rid: target for rid, _, target in candidates(problem, ctx.failing_deps)}
     for cid in failing:
-        options = [(s[cid], rid) for rid, s in scores.items() if s[cid] is not None]
+        # one check's own explanation must not be refuted by the general calls: a variant that misses one of
+        # the learner's wrong base results is another mistake, however well it fits this check alone
+        options = [(s[cid], rid) for rid, s in scores.items() if s[cid] is not None
+                   and (cid in ("parameters", "value_errors") or not _refuted(ctx, base, rid, targets[rid], cache))]
         if options:
             (exact, _), rid = max(options, key=lambda t: t[0])
             found[cid] = (rid, exact)
     return found
 
 
+def _refuted(ctx, base, rid, target, cache) -> bool:
+    """Does the variant miss a base call the learner got wrong?"""
+    wrong = [c for c in base if c.key in ctx.got and not same(c, ctx.got[c.key], {"ok": True, **ctx.ref[c.key]})]
+    return bool(wrong) and _explains(ctx, wrong, rid, target, cache) is None
+
+
 def _parameter_mistake(problem, ctx) -> str | None:
-    """The catalogued mistake whose variant has the same kind of parameter difference as the learner's module."""
+    """The one catalogued mistake whose variant has the same kinds of parameter difference as the learner's
+    module, over every constructor call (e.g. an extra bias, wherever it sits)."""
     cases = [c for c in ctx.of("ctor") if (r := ctx.got.get(c.key)) and r.get("ok") and "params" in r]
     if not cases:
         return None
-    case = cases[0]
-    expected = {n: list(s) for n, s in problem.params({**case.cfg, **case.variant}).items()}
-    learner = symptoms.parameter_kinds(ctx.got[case.key]["params"], expected)
+
+    def kinds(params_of):
+        out = set()
+        for case in cases:
+            expected = {n: list(s) for n, s in problem.params({**case.cfg, **case.variant}).items()}
+            params = params_of(case)
+            if params is None:
+                return None
+            out |= symptoms.parameter_kinds(params, expected)
+        return out
+
+    learner = kinds(lambda case: ctx.got[case.key]["params"])
     if not learner:
         return None
     cache = _RESULTS.setdefault((problem.id, ctx.seed), {})
     matches = []
     for rid, _, target in candidates(problem):
-        variant = _run_variant(case, rid, target, cache)
-        if variant.get("ok") and symptoms.parameter_kinds(variant.get("params", {}), expected) == learner:
+        def variant_params(case, rid=rid, target=target):
+            res = _run_variant(case, rid, target, cache)
+            return res.get("params") if res.get("ok") else None
+
+        if kinds(variant_params) == learner:
             matches.append(rid)
     return matches[0] if len(matches) == 1 else None
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CLONE_NEWNS, MS_RDONLY, MS_REC, MS_PRIVATE, PR_SET_NO_NEW_PRIVS = 0x00020000, 1, 16384, 1 << 18, 38
+PR_SET_DUMPABLE = 4
 SUBMISSION = "/tmp/attnkit-submission"
 UID_BASE = 200000  # worker uid = UID_BASE + its pid: unique among live processes
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
@@ -93,6 +94,9 @@ def enter(impl_dir: str, limits: Limits, hide: list[str]) -> tuple[str, int | No
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+        # a uid change leaves /proc/self owned by root: give it back to the worker's own uid, so that it can
+        # reset and read its own peak resident memory (intercept.ResidentPeak); only that uid may use it
+        _libc().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     os.environ.clear()
     os.environ.update(PATH="/usr/bin:/bin", HOME=str(work), LANG="C.UTF-8", OMP_NUM_THREADS="1",

@@ -70,7 +70,7 @@ def certain(problem, ctx, failing: list[str]) -> str | None:
     if _sums_along_wrong_axis(ctx):
         return _known(ids, "wrong_axis") or _known(ids, "softmax_wrong_axis")
     if "parity_float64" in failing and _float32_rounding_only(ctx):
-        return _known(ids, "fixed_dtype")
+        return _known(ids, "float32_inside") or _known(ids, "fixed_dtype")
     return None
 
 

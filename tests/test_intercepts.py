@@ -100,3 +100,66 @@ def test_torch_imported_through_a_sibling_module_is_found(tmp_path):
     check = next(c for c in result.checks if c.id == "no_torch")
     assert check.status == "failed" and "in a fresh Python imports torch" in check.message and check.mistake == "imports_torch"
     assert all(c.status == "passed" for c in result.checks if c.id != "no_torch")  # numbers right: only that fails
+
+
+@pytest.mark.parametrize("call", [
+    "torch.ops.aten.scaled_dot_product_attention.default(queries, keys, values, attn_mask=mask)",
+    "torch.ops.aten.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)",
+    "torch._C._nn.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)",
+])
+@pytest.mark.parametrize("guard", ["", "torch._C.DisableTorchFunction()",
+                                   "torch.utils._python_dispatch._disable_current_modes()"])
+def test_no_path_reaches_a_banned_operator(tmp_path, call, guard):
+    """OpOverload, its packet, the C binding; with the torch-function or dispatch modes switched off."""
+    body = f"return {call}, weights" if not guard else f"with {guard}:\n        out = {call}\n    return out, weights"
+    source = (SOLUTIONS / f"{SDPA}.py").read_text().replace("return weights @ values, weights", body)
+    result = grade(make_impl(tmp_path, {f"{SDPA}.py": source}), [SDPA]).problems[0]
+    failing = [c for c in result.checks if c.status == "failed"]
+    assert result.status == "failed" and failing
+    assert all("BannedCall" in c.message and "scaled_dot_product_attention" in c.message for c in failing), \
+        [c.message for c in failing]
+
+
+def test_nn_multiheadattention_with_modes_switched_off_is_caught(tmp_path):
+    source = (SOLUTIONS / f"{MHA}.py").read_text().replace(
+        "context = self.dropout(weights) @ v",
+        "with torch._C.DisableTorchFunction():\n"
+        "            inner = nn.MultiheadAttention(H * d, H, batch_first=True).to(queries)\n"
+        "            inner(queries, keys, values)\n"
+        "        context = self.dropout(weights) @ v")
+    result = grade(make_impl(tmp_path, {f"{MHA}.py": source}), [MHA]).problems[0]
+    messages = [c.message for c in result.checks if c.status == "failed" and c.id != "parameters"]
+    assert messages and all("BannedCall" in m and "multi_head_attention_forward" in m for m in messages)
+
+
+def test_an_allocation_hidden_from_the_dispatch_mode_is_still_caught(tmp_path):
+    """The full (B, Tq, Tk, h) tensor built with the dispatch modes off: the resident-memory backstop sees it."""
+    source = (
+        "import torch\nfrom torch.utils._python_dispatch import _disable_current_modes\n"
+        "from .masked_softmax import masked_softmax\n\n"
+        "def chunked_additive_attention(queries, keys, values, W_q, W_k, w_v, valid_lens=None, max_elements=2**20):\n"
+        "    if max_elements < W_q.shape[0]:\n        raise ValueError('max_elements < h')\n"
+        "    with _disable_current_modes():\n"
+        "        q, k = queries @ W_q.T, keys @ W_k.T\n"
+        "        scores = torch.tanh(q[:, :, None] + k[:, None]) @ w_v[0]\n"
+        "    weights = masked_softmax(scores, valid_lens)\n"
+        "    return weights @ values, weights\n"
+    )
+    pid = "chunked_additive_attention"
+    result = grade(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
+    memory = next(c for c in result.checks if c.id == "memory")
+    assert memory.status == "failed" and "resident memory grew" in memory.message, memory.message
+
+
+def test_a_switched_off_measurement_fails_the_memory_check(tmp_path):
+    pid = "chunked_additive_attention"
+    source = (SOLUTIONS / f"{pid}.py").read_text()
+    source = source.replace("def chunked_additive_attention(", "def _inner(") + (
+        "\n\ndef chunked_additive_attention(*args, **kwargs):\n"
+        "    from torch.utils._python_dispatch import _disable_current_modes\n"
+        "    with _disable_current_modes():\n"
+        "        return _inner(*args, **kwargs)\n")
+    result = grade(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
+    memory = next(c for c in result.checks if c.id == "memory")
+    assert memory.status == "failed" and "saw no operator" in memory.message, memory.message
+    assert all(c.status == "passed" for c in result.checks if c.id not in ("memory",) and c.status != "skipped")

@@ -64,6 +64,11 @@ BOOLEAN_MASK_MISTAKES = (  # problems 6 and 7 share these lines of their referen
             explain="A masked score of 0 is not small: where the allowed scores lie below 0 (say -50), the masked keys "
                     "take almost all the weight before the mask zeroes it, and the row no longer sums to 1.",
             hint="Fill with torch.finfo(scores.dtype).min (or -inf, then zero the rows with no allowed key)."),
+    Mistake("float32_inside", "a float32 step inside a float64 computation",
+            ((FILL, "filled = scores.float().masked_fill(~mask, torch.finfo(torch.float32).min).to(scores.dtype)"),),
+            explain="Somewhere the scores pass through float32 (a .float(), a float32 constant or tensor, "
+                    "torch.finfo(torch.float32)): the result keeps its float64 dtype but only float32's ~7 digits.",
+            hint="Create every tensor and constant in the inputs' dtype (dtype=scores.dtype, torch.finfo(scores.dtype))."),
     Mistake("softmax_no_max", "softmax by hand without subtracting the maximum",
             (("torch.softmax(scores, dim=-1)", "(scores.exp() / scores.exp().sum(-1, keepdim=True))"),
              ("torch.softmax(filled, dim=-1)", "(filled.exp() / filled.exp().sum(-1, keepdim=True))")),
@@ -71,6 +76,10 @@ BOOLEAN_MASK_MISTAKES = (  # problems 6 and 7 share these lines of their referen
             hint="torch.softmax (it subtracts the maximum), or exp(s - s.amax(-1, keepdim=True))."),
 )
 BOOLEAN_MASK_MISTAKES_ZH = {
+    "float32_inside": ("float64 计算中混进了 float32 的一步",
+                       "分数在某处经过了 float32（.float()、float32 常量或张量、torch.finfo(torch.float32)）：结果仍是 float64，"
+                       "却只有 float32 的约 7 位有效数字。",
+                       "每个张量和常量都用输入的 dtype 创建（dtype=scores.dtype、torch.finfo(scores.dtype)）。"),
     "fill_zero": ("被屏蔽的分数填成了 0，而不是一个很小的负数",
                   "被屏蔽的分数为 0 并不小：当允许的分数都低于 0（比如 -50）时，被屏蔽的键在掩码清零之前几乎拿走了全部权重，"
                   "这一行的和不再是 1。",
