@@ -129,6 +129,21 @@ class Peak(TorchDispatchMode):
         return out
 
 
+def steady_heap() -> None:
+    """Make resident memory follow live tensors: glibc's malloc otherwise raises its mmap threshold after
+    large frees (up to 32 MB), after which freed blocks stay in the heap and resident memory keeps the
+    high-water mark of fragmentation, not of what was alive. A fixed threshold (128 kB) returns every large
+    block to the system on free. Called once in a worker before the learner's code runs."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD: fixed, so no longer adjusted upwards
+        libc.mallopt(-1, 128 * 1024)  # M_TRIM_THRESHOLD: give back a heap top above 128 kB
+    except (OSError, AttributeError):
+        pass
+
+
 class ResidentPeak:
     """The growth of this process's peak resident memory during a block, in kB, from /proc (the kernel's
     count: no Python mode can hide an allocation from it). None where /proc cannot be read or reset."""

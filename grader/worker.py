@@ -36,6 +36,8 @@ def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, limits, 
         calls = loads(conn.recv_bytes())  # read the first batch before any learner code runs
     except EOFError:
         return
+    if any(c.get("measure") for c in calls):
+        intercept.steady_heap()  # resident memory follows live tensors (the memory check's backstop)
     banned = next((c.get("banned") for c in calls if c.get("banned")), None)
     if banned:  # below Python's modes, which the learner's code could switch off
         intercept.ban_kernels(banned)
