@@ -104,17 +104,17 @@ NEGATIVE = -50.0
 
 
 def _negative(problem, seed, group, to, dtype):
-    """Config 0 with key padding (some keys masked in every batch row but the first) and every
-    score moved to about `to` by the spec's `negative` hook."""
+    """Config 0 with per-query lengths (the last query sees one key: masked keys beside it, whatever B) and
+    every score moved to about `to` by the spec's `negative` hook."""
     if problem.negative is None:
         return []
     cases = []
     for vi, variant, ci, cfg, gen in _cases(problem, seed):
         if ci != 0:
             continue
-        call = base_call(problem, cfg, variant, gen(group, "neg"), make_mask(problem, "batch", cfg, gen(group, "nlens"), low=1))
+        call = base_call(problem, cfg, variant, gen(group, "neg"), make_mask(problem, "query", cfg, gen(group, "nlens"), low=1))
         problem.negative(call["args"], call["state"], {**cfg, **variant}, to)
-        cases.append(Case(_key(group, vi, ci, "negative"), group, variant, cfg, cast(call, dtype), lens=_kind(problem, "batch")))
+        cases.append(Case(_key(group, vi, ci, "negative"), group, variant, cfg, cast(call, dtype), lens=_kind(problem, "query")))
     return cases
 
 

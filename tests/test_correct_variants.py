@@ -1,4 +1,9 @@
-"""Differently written correct implementations all get full marks."""
+"""Differently written correct implementations all get full marks, with no mistake named and no grader error.
+
+tests/impls/<style>/ holds one style's modules (the reference fills in the others): d2l, einsum, inf_guard,
+loops, autograd_fn (custom autograd Functions), linear_subclass (nn.Linear subclasses, F.linear), where_guard
+(torch.where guards), float64_internal (float64 inside), bmm_flat (heads folded into the batch), log_softmax,
+chunk_rows (blocks of query rows), hf_style (Hugging Face's and tutorials' layouts)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,10 +16,15 @@ from grader.grading import grade
 STYLES = sorted(p for p in (Path(__file__).parent / "impls").iterdir() if p.is_dir())
 
 
+def test_at_least_twelve_styles():
+    assert len(STYLES) >= 12
+
+
 @pytest.mark.parametrize("style", STYLES, ids=lambda p: p.name)
 def test_correct_style_gets_full_marks(tmp_path, style):
     files = {f.name: f.read_text() for f in style.glob("*.py")}
     report = grade(make_impl(tmp_path, files))
+    assert report.grader_errors == 0
     for p in report.problems:
         assert p.status == "passed", [(c.id, c.message) for c in p.checks if c.status not in ("passed", "skipped")]
         assert all(c.mistake is None for c in p.checks)  # never given a mistake

@@ -29,6 +29,7 @@ def test_mistake_fails_its_problem_and_only_that_problem(tmp_path, problem, mist
                 source = (SOLUTIONS / f"{other.id}.py").read_text()
                 files[f"{other.id}.py"] = source.replace("from .masked_softmax import", "from ._softmax_ok import")
     report = grade(make_impl(tmp_path / "impl", files))
+    assert report.grader_errors == 0
     statuses = {p.id: p.status for p in report.problems}
     assert statuses.pop(problem.id) == "failed"
     assert set(statuses.values()) == {"passed"}, statuses
