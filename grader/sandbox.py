@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CLONE_NEWNS, MS_RDONLY, MS_REC, MS_PRIVATE, PR_SET_NO_NEW_PRIVS = 0x00020000, 1, 16384, 1 << 18, 38
-PR_SET_DUMPABLE = 4
+PR_SET_DUMPABLE, MS_BIND, MS_REMOUNT = 4, 4096, 32
 SUBMISSION = "/tmp/attnkit-submission"
 UID_BASE = 200000  # worker uid = UID_BASE + its pid: unique among live processes
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
@@ -152,6 +152,45 @@ def _private_mounts(hidden: list[str], scratch) -> None:
         for path in paths:
             if os.path.isdir(path) and libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, options) != 0:
                 raise OSError(ctypes.get_errno(), f"hiding {path} failed")
+    _reachable(libc, _needed())
+
+
+def _reachable(libc, needed) -> None:
+    """Make the interpreter and its packages readable to the unprivileged uid the worker is about to take.
+
+    A needed directory behind an ancestor that others may not traverse (pyenv's Python under /root, 0700; a
+    virtual environment in a 0700 clone) is reached through a fresh 0755 tmpfs over that ancestor, holding
+    read-only bind mounts of the needed directories alone: nothing else of the ancestor is visible."""
+    dirs = sorted({os.path.realpath(p) for p in needed if p and os.path.isdir(p)})
+    dirs = [d for d in dirs if not any(d != o and _under(d, o) for o in dirs)]  # outermost only
+    by_ancestor: dict[str, list[str]] = {}
+    for d in dirs:
+        blocked = _blocked_ancestor(d)
+        if blocked:
+            by_ancestor.setdefault(blocked, []).append(d)
+    for ancestor, inside in by_ancestor.items():
+        fds = {d: os.open(d, os.O_PATH | os.O_DIRECTORY) for d in inside}  # held across the tmpfs mount
+        try:
+            if libc.mount(b"tmpfs", ancestor.encode(), b"tmpfs", 0, b"size=1m,mode=0755") != 0:
+                raise OSError(ctypes.get_errno(), f"covering {ancestor} failed")
+            for d, fd in fds.items():
+                os.makedirs(d, mode=0o755, exist_ok=True)
+                if libc.mount(f"/proc/self/fd/{fd}".encode(), d.encode(), None, MS_BIND | MS_REC, None) != 0:
+                    raise OSError(ctypes.get_errno(), f"binding {d} failed")
+                libc.mount(None, d.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+
+
+def _blocked_ancestor(path: str) -> str | None:
+    """The outermost directory on the way to `path` (itself included) that others may not traverse."""
+    parts = Path(path).parts
+    for i in range(2, len(parts) + 1):
+        d = os.path.join(*parts[:i])
+        if not os.stat(d).st_mode & 0o001:
+            return d
+    return None
 
 
 def _limit(limits: Limits) -> None:
