@@ -231,8 +231,8 @@ def _run_variant(case, rid, target, cache):
 
 def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
     """(exact, evidence): the variant reproduces each call the learner got wrong (evidence counts
-    them; 0 means nothing to explain); exact when it also agrees on the calls the learner got right.
-    None when it misses one of the learner's wrong results."""
+    them; 0 means nothing to explain), within tolerance or closely (`_close_to`); exact when it agrees
+    within tolerance on every call, right or wrong. None when it misses one of the learner's wrong results."""
     evidence, exact = 0, True
     for case in cases:
         got = ctx.got.get(case.key)
@@ -250,10 +250,31 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
             agree = same(case, got, variant)
             agree = agree and _dtypes(got) == _dtypes(variant) if agree is not None else None
         if wrong and not agree:
-            return None
+            if case.group == "ctor_error" or not _close_to(got, variant, ctx.ref.get(case.key)):
+                return None
+            agree, exact = True, False  # reproduced closely, not exactly
         evidence += bool(wrong and agree)
         exact &= bool(agree) or agree is None
     return (exact, evidence) if evidence else None
+
+
+CLOSE = 0.01
+"""Close reproduction: the variant's distance to the learner's result is at most this fraction of the
+reference's, on every output (the learner's mistake is written differently, e.g. with another fill value)."""
+
+
+def _close_to(got, variant, expected) -> bool:
+    if not (got and variant and expected and got.get("ok") and variant.get("ok") and "outputs" in got
+            and "outputs" in variant):
+        return False
+    tol = tolerance("float64")
+    for g, v, e in zip(got["outputs"][0], variant["outputs"][0], expected["outputs"][0]):
+        if g.shape != v.shape or g.shape != e.shape or not (torch.isfinite(g).all() and torch.isfinite(v).all()):
+            return False
+        to_reference = usage(g, e, tol)
+        if to_reference > 1 and usage(g, v, tol) > CLOSE * to_reference:
+            return False
+    return True
 
 
 def _dtypes(res) -> list[str] | None:

@@ -247,6 +247,21 @@ def parameter_kinds(params: dict, expected: dict) -> frozenset:
     return frozenset(kinds)
 
 
+def _heads_moved(w, e) -> str | None:
+    """Per-head weights (B, H, Tq, Tk) that are the reference's heads in another order."""
+    if w.dim() != 4 or w.shape[1] < 2 or usage(w, e, tolerance("float64")) <= 1:
+        return None
+    H = w.shape[1]
+    order = []
+    for n in range(H):
+        match = [m for m in range(H) if usage(w[:, n], e[:, m], tolerance("float64")) <= 1]
+        if not match:
+            return None
+        order.append(match[0])
+    return f"your head n holds the expected head {order}[n]: the heads come out in another order (check how the " \
+           "projections are split into heads: view(B, T, H, d), not view(B, T, d, H))"
+
+
 def evidence(problem, ctx) -> list[str]:
     """What the results show, in words, for the learner to start from when no mistake is named."""
     lines = []
@@ -271,6 +286,10 @@ def evidence(problem, ctx) -> list[str]:
                          + (": the last two axes (Tq, Tk) are swapped" if swapped else ""))
             break
         mask = valid_mask(problem, case).expand(e.shape)
+        moved = _heads_moved(w.to(torch.float64), e.to(torch.float64))
+        if moved:
+            lines.append(moved)
+            break
         if ((w.to(torch.float64) != 0) & ~mask).any():
             lines.append("masked keys receive weight: the mask is not applied, or applied to the wrong positions")
             break
