@@ -6,6 +6,8 @@ our temporary file, say) can redirect the write: mkstemp picks an unused random 
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -22,3 +24,16 @@ def atomic_write(path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def remove_tree(path) -> None:
+    """Remove a directory a worker used, whatever it left there (files it made read-only or unreadable)."""
+    def retry(func, target, _exc):
+        try:
+            os.chmod(os.path.dirname(target), stat.S_IRWXU)
+            os.chmod(target, stat.S_IRWXU)
+            func(target)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=retry) if os.path.lexists(path) else None

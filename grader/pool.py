@@ -14,7 +14,8 @@ import time
 from multiprocessing.connection import wait
 
 from .forkserver import bare_main, context
-from .sandbox import Limits, hidden_paths, kill_all
+from .files import remove_tree
+from .sandbox import Limits, hidden_paths, kill_all, scratch_dir
 from .wire import dumps, loads
 from .worker import serve
 
@@ -26,8 +27,9 @@ class Worker:
         self.conn, child = ctx.Pipe()
         fd, self.log_path = tempfile.mkstemp(prefix=f"attnkit-{module}-", suffix=".log")
         os.close(fd)
+        self.scratch = scratch_dir()  # removed in close(), whatever happened to the worker
         self.proc = ctx.Process(
-            target=serve, args=(child, impl_dir, module, symbol, self.log_path, limits, hide), daemon=True
+            target=serve, args=(child, impl_dir, module, symbol, self.log_path, limits, hide, self.scratch), daemon=True
         )
         with bare_main():
             self.proc.start()
@@ -125,6 +127,7 @@ class Worker:
             os.unlink(self.log_path)
         except OSError:
             pass
+        remove_tree(self.scratch)
 
 
 class Pool:

@@ -9,7 +9,8 @@ import json
 import subprocess
 import sys
 
-from .sandbox import Limits, hidden_paths, kill_all
+from .files import remove_tree
+from .sandbox import Limits, hidden_paths, kill_all, scratch_dir
 
 MARK = "attnkit-probe:"
 BOOTSTRAP = f"""
@@ -30,8 +31,8 @@ class Watch:
 
 
 sys.meta_path.insert(0, Watch)
-impl, module, limits, hide = json.loads(sys.argv[1])
-work, uid = sandbox.enter(impl, sandbox.Limits(**limits), hide)
+impl, module, limits, hide, scratch = json.loads(sys.argv[1])
+work, uid = sandbox.enter(impl, sandbox.Limits(**limits), hide, scratch)
 print("{MARK}" + json.dumps({{"uid": uid}}), flush=True)
 package = types.ModuleType("attnkit_submission")
 package.__path__ = [work]
@@ -48,7 +49,8 @@ print("{MARK}" + json.dumps({{"modules": sorted(set(Watch.seen))}}), flush=True)
 
 def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float) -> dict:
     """A worker-style result: {"ok": True, "modules": [...]} or {"ok": False, "error": {...}}."""
-    args = json.dumps([impl, module, dataclasses.asdict(limits or Limits()), hidden_paths()])
+    scratch = scratch_dir()
+    args = json.dumps([impl, module, dataclasses.asdict(limits or Limits()), hidden_paths(), scratch])
     proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", BOOTSTRAP, args], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)  # enter() calls setsid
     found: dict = {}
@@ -62,6 +64,7 @@ def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float) 
     finally:
         kill_all(found.get("uid"), proc.pid)
         proc.wait()
+        remove_tree(scratch)
     if "modules" in found:
         return {"ok": True, "modules": found["modules"]}
     why = found.get("error") or f"the fresh interpreter exited with code {proc.returncode}"

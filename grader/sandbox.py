@@ -74,15 +74,17 @@ def isolation() -> str:
         "partial (not root: limits, scrubbed environment, private copy; the kit's files stay readable)"
 
 
-def enter(impl_dir: str, limits: Limits, hide: list[str]) -> tuple[str, int | None]:
-    """Sandbox this process; returns (the submission copy's path, the uid now used or None)."""
+def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> tuple[str, int | None]:
+    """Sandbox this process; returns (the submission copy's path, the uid now used or None).
+    `scratch_dir` is an empty directory the parent made and removes after the worker ends: the private
+    copy goes there, unless /tmp is private to this worker (then it vanishes with the namespace)."""
     os.setsid()
     files = _read(Path(impl_dir), limits)
     root = os.geteuid() == 0
     scratch = [d for d in SHARED_TMP if not any(_under(p, d) for p in _needed())] if root else []
     if root:
         _private_mounts(hide, scratch)
-    work = Path(SUBMISSION if "/tmp" in scratch else _mkdtemp())
+    work = Path(SUBMISSION if "/tmp" in scratch else scratch_dir)
     work.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         (work / name).write_bytes(data)
@@ -132,7 +134,8 @@ def _under(path: str, directory: str) -> bool:
         os.path.realpath(path).startswith(os.path.realpath(directory) + os.sep)
 
 
-def _mkdtemp() -> str:
+def scratch_dir() -> str:
+    """A fresh directory for one worker's private copy, made by the parent (which removes it)."""
     return tempfile.mkdtemp(prefix="attnkit-submission-")
 
 

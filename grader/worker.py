@@ -15,7 +15,7 @@ from .wire import dumps, loads
 PACKAGE = "attnkit_submission"
 
 
-def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, limits, hide: list) -> None:
+def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, limits, hide: list, scratch: str) -> None:
     """Worker entry point: sandbox, hello, read the calls, load the module, answer; more batches until None."""
     _redirect_output(log_path)
     import torch
@@ -25,7 +25,7 @@ def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, limits, 
     torch.set_num_threads(1)
     cuda = torch.cuda.is_available()
     try:
-        work, uid = sandbox.enter(impl_dir, limits, hide)
+        work, uid = sandbox.enter(impl_dir, limits, hide, scratch)
     except Exception as exc:  # noqa: BLE001 - fail closed: no learner code runs unsandboxed
         conn.send_bytes(dumps({"hello": {"cuda": cuda, "pid": os.getpid(), "uid": None}}))
         conn.send_bytes(dumps({"loaded": f"the grader could not sandbox this submission ({exc})"}))

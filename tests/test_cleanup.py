@@ -1,0 +1,46 @@
+"""Nothing is left behind: after `attnkit grade`, no attnkit file or directory in /tmp and no process of
+the grading, also when /tmp cannot be made private (a path the interpreter needs lies there)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from conftest import SOLUTIONS
+
+
+def _leftovers(since: set[str]) -> set[str]:
+    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("attnkit-")} - since
+
+
+def _processes_with(marker: str) -> list[str]:
+    out = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline:
+                out.append(cmdline)
+    return out
+
+
+def test_grade_leaves_no_file_and_no_process(tmp_path):
+    """A directory under /tmp on PYTHONPATH keeps /tmp shared with the workers: their private copies and logs
+    land in the real /tmp and must still be removed, and the forkserver must be gone when the command ends."""
+    on_path = Path(tempfile.mkdtemp(prefix="cleanup-path-", dir=tempfile.gettempdir()))
+    before = _leftovers(set())
+    marker = f"attnkit-cleanup-{os.getpid()}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(on_path), os.environ.get("PYTHONPATH", "")])}
+    code = f"import sys; sys.argv[0] = {marker!r}; from grader.cli import main; sys.exit(main(['grade', '--impl', " \
+           f"{str(SOLUTIONS)!r}, '--problems', 'numpy,masked']))"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert _leftovers(before) == set()
+        assert _processes_with(str(on_path)) == [], "a process of the grading outlived the command"
+    finally:
+        os.rmdir(on_path)
