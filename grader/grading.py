@@ -23,7 +23,6 @@ from .dropout import affine_map
 from .groups import build
 from .scenarios import as_reference
 
-torch.set_num_threads(1)  # small tensors: threads would only cost start-up time
 REFERENCE_DIR = ROOT / "solutions"
 
 
@@ -76,7 +75,17 @@ def reference(problem):
 
 
 def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEFAULT_TIMEOUT, limits=None) -> Report:
-    impl = Path(impl).resolve()
+    """Grade the implementation directory `impl`. Runs torch on one thread meanwhile (small tensors: more
+    threads only cost start-up time) and gives the caller back its own setting (a learner's kernel)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _grade(Path(impl).resolve(), problem_ids, seed, timeout, limits)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits) -> Report:
     chosen = [get(pid) for pid in problem_ids] if problem_ids else all_problems()
     problems = _with_prerequisites(chosen)  # graded too, so that a failure is blamed on them only when they fail
     pool = Pool(str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout, limits)

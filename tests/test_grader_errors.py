@@ -85,3 +85,11 @@ def test_messages_show_enough_digits_to_see_the_difference():
     shown = text.split("(got ")[1].split(")")[0]
     g, e = shown.split(", expected ")
     assert g != e and float(g) != float(e), text
+
+
+def test_grading_leaves_the_callers_torch_threads_alone():
+    """A learner's Jupyter kernel keeps its threads: importing the grader and grading change nothing."""
+    code = ("import torch; torch.set_num_threads(2); import grader.grading as g; "
+            f"g.grade({str(SOLUTIONS)!r}, ['masked_softmax']); print(torch.get_num_threads())")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.stdout.strip().splitlines()[-1] == "2", proc.stdout + proc.stderr
