@@ -6,7 +6,7 @@ import sys
 
 from .commands import (cmd_batch, cmd_classroom, cmd_course, cmd_dev, cmd_export, cmd_grade,
                        cmd_gradescope)
-from .options import BadInput, default_impl, impl_dir
+from .options import BadInput, default_impl, impl_dir, positive
 
 
 class _Parser(argparse.ArgumentParser):
@@ -18,7 +18,7 @@ class _Parser(argparse.ArgumentParser):
 def add_limit_flags(p) -> None:
     from .sandbox import add_flags
 
-    p.add_argument("--timeout", type=float, metavar="SECONDS", help="wall-clock limit per problem (default 30)")
+    p.add_argument("--timeout", type=positive(float), metavar="SECONDS", help="wall-clock limit per problem (default 30)")
     add_flags(p.add_argument)
 
 

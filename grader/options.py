@@ -56,3 +56,20 @@ def problem_list(text) -> list[str] | None:
 
     chosen = {resolve(name.strip()) for name in text.split(",") if name.strip()}
     return [pid for pid in ORDER if pid in chosen]
+
+
+def positive(kind):
+    """An argparse type: a number of `kind` (int or float) above 0, else one clear line (exit 2)."""
+    import argparse
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0 or value != value or value in (float("inf"),):
+            raise argparse.ArgumentTypeError(f"must be a number above 0, not {text}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from . import ROOT
-from .options import BadInput, json_path
+from .options import BadInput, json_path, positive
 
 from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
 
@@ -28,7 +28,7 @@ def pytest_addoption(parser):
     group.addoption("--impl", default=None, metavar="PATH", help="directory to grade (default: exercises/)")
     group.addoption("--json", dest="attnkit_json", default=None, metavar="PATH", help="write the JSON report here")
     group.addoption("--seed", dest="attnkit_seed", type=int, default=DEFAULT_SEED, help="seed of the hidden inputs")
-    group.addoption("--problem-timeout", dest="attnkit_timeout", type=float, default=DEFAULT_TIMEOUT,
+    group.addoption("--problem-timeout", dest="attnkit_timeout", type=positive(float), default=DEFAULT_TIMEOUT,
                     metavar="SECONDS", help="wall-clock limit for each problem's worker")
     group.addoption("--attnkit-only", action="store_true", help="grade only; collect no test files")
     group.addoption("--problems", dest="attnkit_problems", default=None, metavar="ID,...",

@@ -47,8 +47,10 @@ FLAGS = (("cpu_seconds", "--cpu-limit", "SECONDS", "CPU seconds per problem's wo
 
 def add_flags(add) -> None:
     """Declare the limit flags with `add(flag, dest=..., ...)` (argparse's or pytest's addoption)."""
+    from .options import positive
+
     for field, flag, metavar, text in FLAGS:
-        add(flag, dest=f"limit_{field}", type=int, default=None, metavar=metavar,
+        add(flag, dest=f"limit_{field}", type=positive(int), default=None, metavar=metavar,
             help=f"{text} (default {getattr(Limits(), field)})")
 
 

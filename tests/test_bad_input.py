@@ -1,0 +1,31 @@
+"""Bad input to the kit's commands: one clear line and a non-zero exit, never a traceback or a silent default."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("flag,value,words", [
+    ("--timeout", "-1", "must be a number above 0"),
+    ("--timeout", "0", "must be a number above 0"),
+    ("--timeout", "nan", "must be a number above 0"),
+    ("--timeout", "soon", "is not a number"),
+    ("--cpu-limit", "-5", "must be a number above 0"),
+    ("--memory-limit", "0", "must be a number above 0"),
+    ("--output-limit", "1.5", "is not a number"),
+])
+def test_limits_must_be_positive_numbers(flag, value, words):
+    proc = subprocess.run([sys.executable, "-m", "grader.cli", "grade", "--impl", "solutions", flag, value],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and flag in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_pytest_rejects_a_negative_problem_timeout():
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--impl", "solutions", "--problem-timeout", "-1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4 and "must be a number above 0" in proc.stderr and "Traceback" not in proc.stderr
