@@ -127,6 +127,10 @@ def check_weight_sums(ctx):
         if tuple(w.shape) != shape:
             ctx.fail(case, f"weights have shape {tuple(w.shape)}, expected {shape}")
         mask = valid_mask(ctx.problem, case).expand(shape)
+        if not torch.isfinite(w).all():  # NaN compares false: it must fail here, never slip through a sum
+            at = tuple((~torch.isfinite(w)).nonzero()[0].tolist())
+            where = "a row with no allowed key must be all zeros" if not mask[at[:-1]].any() else "weights must be finite"
+            ctx.fail(case, f"weights{list(at)} = {w[at].item()}: {where}")
         leaked = (w != 0) & ~mask
         if leaked.any():
             at = tuple(leaked.nonzero()[0].tolist())

@@ -15,8 +15,9 @@ from multiprocessing.connection import wait
 
 from .forkserver import bare_main, context
 from .files import remove_tree
-from .sandbox import Limits, hidden_paths, kill_all, scratch_dir
-from .wire import dumps, loads
+from .sandbox import Limits, hidden_paths, kill_all, scratch_dir, worker_uid
+from .inbox import FrameReader, Malformed, message
+from .wire import dumps
 from .worker import serve
 
 
@@ -34,6 +35,7 @@ class Worker:
         with bare_main():
             self.proc.start()
         child.close()
+        self.reader = FrameReader(self.conn.fileno())
         self.timeout, self.deadline = timeout, time.monotonic() + timeout
         self.hello = self.loaded = None
         self.got_loaded = False
@@ -55,14 +57,27 @@ class Worker:
                 self._died()
 
     def receive(self) -> None:
+        """Read what the worker has sent so far (never blocking on a partial frame) and take each message."""
         try:
-            msg = loads(self.conn.recv_bytes())
-        except (EOFError, OSError):
+            frames = self.reader.read()
+        except Malformed as exc:
+            self._stop(f"the worker sent something that is not a result ({exc})")
+            return
+        except OSError:
             self._died()
             return
-        except Exception as exc:  # noqa: BLE001 - anything but our own message format
-            self._stop(f"the worker sent something that is not a result ({type(exc).__name__})")
-            return
+        for frame in frames:
+            try:
+                self._take(message(frame))
+            except Malformed as exc:
+                self._stop(f"the worker sent something that is not a result ({exc})")
+                return
+            if self.failure:
+                return
+        if self.reader.eof:
+            self._died()
+
+    def _take(self, msg: dict) -> None:
         if "hello" in msg:
             self.hello = msg["hello"]
         elif "loaded" in msg:
@@ -70,9 +85,10 @@ class Worker:
             if self.loaded:
                 self.pending = []
         elif "key" in msg:
+            if msg["key"] not in self.pending:
+                raise Malformed(f"a result for a call it was not sent ({msg['key']!r:.60})")
             self.results[msg["key"]] = msg["result"]
-            if msg["key"] in self.pending:
-                self.pending.remove(msg["key"])
+            self.pending.remove(msg["key"])
 
     def check_deadline(self, now: float) -> None:
         if self.busy and now > self.deadline:
@@ -120,8 +136,8 @@ class Worker:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join()
-        hello = self.hello or {}
-        kill_all(hello.get("uid"), hello.get("pid"))
+        kill_all(worker_uid(self.proc.pid), self.proc.pid)  # identities from what we started, never from the worker
+        self.reader.close()
         self.conn.close()
         try:
             os.unlink(self.log_path)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from .files import remove_tree
-from .sandbox import Limits, hidden_paths, kill_all, scratch_dir
+from .sandbox import Limits, hidden_paths, kill_all, scratch_dir, worker_uid
 
 MARK = "attnkit-probe:"
 BOOTSTRAP = f"""
@@ -62,7 +62,7 @@ def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float) 
     except subprocess.TimeoutExpired:
         found["error"] = f"importing {module}.py did not finish within {timeout:g} s"
     finally:
-        kill_all(found.get("uid"), proc.pid)
+        kill_all(worker_uid(proc.pid), proc.pid)  # from the pid we started: nothing the probe printed
         proc.wait()
         remove_tree(scratch)
     if "modules" in found:

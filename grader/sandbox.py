@@ -16,6 +16,7 @@ import ctypes
 import os
 import resource
 import signal
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -67,7 +68,7 @@ def hidden_paths() -> list[str]:
     from . import ROOT
 
     grader_dir = Path(__file__).resolve().parent
-    kit = [ROOT / "solutions", ROOT / "tests", ROOT / ".attnkit", grader_dir]
+    kit = [ROOT / "solutions", ROOT / "tests", ROOT / ".attnkit", ROOT / ".git", grader_dir]  # .git holds them all
     return [str(p) for p in kit if p.exists()]
 
 
@@ -89,11 +90,12 @@ def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> t
     work = Path(SUBMISSION if "/tmp" in scratch else scratch_dir)
     work.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_bytes(data)
     uid = None
     if root:
-        uid = UID_BASE + os.getpid()
-        for p in [work, *work.iterdir()]:
+        uid = worker_uid(os.getpid())
+        for p in [work, *work.rglob("*")]:
             os.chown(p, uid, uid)
         os.setgroups([])
         os.setgid(uid)
@@ -110,17 +112,35 @@ def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> t
     return str(work), uid
 
 
+MAX_FILES = 1000
+
+
 def _read(impl: Path, limits: Limits) -> dict[str, bytes]:
-    """The submission's top-level regular files (no links), within the size limit."""
-    out, total = {}, 0
-    for p in sorted(impl.iterdir()):
-        if p.is_file() and not p.is_symlink():
-            data = p.read_bytes()
-            total += len(data)
-            if total > limits.submission_mb << 20:
+    """The submission's regular files, sub-packages included ({relative path: bytes}; no links, no caches).
+    Sizes are checked from the directory entries before any byte is read (a sparse 2 GB file is refused
+    unread), and at most MAX_FILES files are taken."""
+    out, total, budget = {}, 0, limits.submission_mb << 20
+    for root, dirs, files in os.walk(impl, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not os.path.islink(os.path.join(root, d)))
+        for name in sorted(files):
+            path = Path(root, name)
+            info = path.lstat()
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            total += info.st_size
+            if total > budget:
                 raise OSError(f"the submission is larger than {limits.submission_mb} MB")
-            out[p.name] = data
+            if len(out) >= MAX_FILES:
+                raise OSError(f"the submission has more than {MAX_FILES} files")
+            with open(path, "rb") as f:
+                out[str(path.relative_to(impl))] = f.read(info.st_size + 1)[: info.st_size]
     return out
+
+
+def worker_uid(pid: int) -> int | None:
+    """The unique uid a worker of this pid takes as root (None without root): the parent derives it from the pid
+    it started, never from anything the worker says."""
+    return UID_BASE + pid if os.geteuid() == 0 else None
 
 
 def _needed() -> list[str]:

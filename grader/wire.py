@@ -24,19 +24,41 @@ def _pack(obj):
     return obj
 
 
-def _unpack(obj):
+MAX_NODES, MAX_DEPTH = 200_000, 32
+"""Bounds of a decoded message: pickle's shared references let a small message name one list a billion
+times over (2^80 nodes in a few kB); counting every node visited stops that walk early."""
+
+
+def _unpack(obj, budget=None, depth: int = 0):
+    budget = budget if budget is not None else [MAX_NODES]
+    budget[0] -= 1
+    if budget[0] < 0 or depth > MAX_DEPTH:
+        raise ValueError("a message too large or too deep (shared references?)")
     if isinstance(obj, dict):
         if TENSOR in obj:
-            dtype = getattr(torch, obj[TENSOR])
-            if not isinstance(dtype, torch.dtype):
-                raise ValueError(f"not a dtype: {obj[TENSOR]!r}")
-            if not obj["data"]:
-                return torch.empty(obj["shape"], dtype=dtype)
-            return torch.frombuffer(bytearray(obj["data"]), dtype=torch.uint8).view(dtype).reshape(obj["shape"])
-        return {k: _unpack(v) for k, v in obj.items()}
+            return _tensor(obj)
+        return {k: _unpack(v, budget, depth + 1) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_unpack(v) for v in obj]
-    return obj
+        return [_unpack(v, budget, depth + 1) for v in obj]
+    if obj is None or type(obj) in (bool, int, float, str):
+        return obj
+    raise ValueError(f"not plain data: {type(obj).__name__}")
+
+
+def _tensor(obj) -> torch.Tensor:
+    dtype = getattr(torch, str(obj.get(TENSOR)), None)
+    shape, data = obj.get("shape"), obj.get("data")
+    if not isinstance(dtype, torch.dtype) or not isinstance(shape, list) or not isinstance(data, bytes) \
+            or not all(type(n) is int and n >= 0 for n in shape):
+        raise ValueError("not a tensor")
+    count = 1
+    for n in shape:
+        count *= n
+    if count * torch.empty((), dtype=dtype).element_size() != len(data):
+        raise ValueError("a tensor whose bytes do not match its shape")
+    if not data:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
 
 
 class _PlainUnpickler(pickle.Unpickler):

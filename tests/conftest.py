@@ -19,6 +19,7 @@ def make_impl(directory: Path, files: dict[str, str] | None = None, base: Path |
         for f in base.glob("*.py"):
             shutil.copy(f, directory / f.name)
     for name, text in (files or {}).items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
         (directory / name).write_text(text)
     return directory
 

@@ -36,9 +36,9 @@ ATTACKS = {
                             "Read-only file system|No such file"),
     "background_processes": (
         "import os, subprocess\n"
-        f"subprocess.Popen(['sleep', '300', '{MARKER}'], start_new_session=True)\n"
+        f"subprocess.Popen(['{MARKER}', '300'], executable='sleep', start_new_session=True)\n"
         "if os.fork() == 0:\n    os.setsid()\n"
-        f"    os.execvp('sleep', ['sleep', '301', '{MARKER}'])\n"
+        f"    os.execvp('sleep', ['{MARKER}', '301'])\n"
         "raise RuntimeError('started background processes')\n",
         "started background processes"),
 }

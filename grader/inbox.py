@@ -1,0 +1,168 @@
+"""What comes back from a worker is untrusted data: frames read without blocking, a size cap, a bounded
+decoder (wire.loads), and a strict schema for every message. Learner text (exception messages, printed
+output) is cleaned on arrival: control characters (ANSI escapes included) dropped, length capped.
+
+A violation fails that worker's problem alone, with a reason; it never blocks or crashes the grader.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+
+import torch
+
+from .wire import loads
+
+MAX_FRAME = 256 << 20  # bytes: far above any honest result (outputs of a few thousand elements)
+MAX_TEXT = 4000  # characters of learner text kept per string
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class Malformed(Exception):
+    """The worker sent something that is not one of our messages."""
+
+
+def clean(text, limit: int = MAX_TEXT) -> str:
+    """Learner text as plain text: no escape sequences or control characters (newlines and tabs kept), capped."""
+    if not isinstance(text, str):
+        raise Malformed(f"expected text, got {type(text).__name__}")
+    text = _CONTROL.sub("", text)
+    return text if len(text) <= limit else text[:limit] + f" ... ({len(text) - limit} more characters)"
+
+
+class FrameReader:
+    """multiprocessing's framing (a 4-byte big-endian length, or -1 and an 8-byte one, then the bytes), read
+    from the connection's socket without blocking (MSG_DONTWAIT on each read: the grader's own sends on the
+    same socket stay blocking): a partial frame waits for more bytes instead of blocking the grader."""
+
+    def __init__(self, fd: int):
+        self.sock = socket.socket(fileno=os.dup(fd))
+        self.buffer, self.eof = bytearray(), False
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def read(self) -> list[bytes]:
+        """Every complete frame available now (possibly none); sets `eof` when the worker closed its end."""
+        while True:
+            try:
+                chunk = self.sock.recv(1 << 20, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not chunk:
+                self.eof = True
+                break
+            self.buffer += chunk
+            if len(self.buffer) > MAX_FRAME + 12:
+                raise Malformed(f"a message larger than {MAX_FRAME >> 20} MB")
+        frames = []
+        while True:
+            if len(self.buffer) < 4:
+                break
+            (size,) = struct.unpack("!i", self.buffer[:4])
+            start = 4
+            if size == -1:
+                if len(self.buffer) < 12:
+                    break
+                (size,) = struct.unpack("!Q", self.buffer[4:12])
+                start = 12
+            if size < 0 or size > MAX_FRAME:
+                raise Malformed(f"a frame of {size} bytes")
+            if len(self.buffer) < start + size:
+                break
+            frames.append(bytes(self.buffer[start:start + size]))
+            del self.buffer[:start + size]
+        return frames
+
+
+def message(frame: bytes) -> dict:
+    """A decoded, validated message: {"hello": ...}, {"loaded": ...} or {"key": ..., "result": ...}."""
+    try:
+        msg = loads(frame)
+    except Exception as exc:  # noqa: BLE001 - any decoding failure is the worker's
+        raise Malformed(f"undecodable ({type(exc).__name__})") from None
+    if not isinstance(msg, dict) or len(msg) not in (1, 2):
+        raise Malformed("not a message")
+    if set(msg) == {"hello"}:
+        hello = _dict(msg["hello"], {"cuda": bool}, {"pid": (int, type(None)), "uid": (int, type(None))})
+        return {"hello": {"cuda": hello["cuda"]}}  # identities are the parent's own; nothing else is used
+    if set(msg) == {"loaded"}:
+        return {"loaded": None if msg["loaded"] is None else clean(msg["loaded"])}
+    if set(msg) == {"key", "result"} and isinstance(msg["key"], str):
+        return {"key": msg["key"], "result": result(msg["result"])}
+    raise Malformed(f"unknown message {sorted(map(str, msg))[:3]}")
+
+
+def result(res) -> dict:
+    """One call's result, checked field by field; learner text cleaned."""
+    if not isinstance(res, dict) or not isinstance(res.get("ok"), bool):
+        raise Malformed("a result without ok")
+    if not res["ok"]:
+        err = _dict(res.get("error"), {"type": str, "text": str, "message": str, "value_error": bool})
+        out = {"ok": False, "error": {k: clean(v) if isinstance(v, str) else v for k, v in err.items()}}
+        if res.get("grader_error") is True:
+            out["grader_error"] = True
+        return out
+    out = {"ok": True}
+    for key, value in res.items():
+        if key == "ok":
+            continue
+        if key == "outputs":
+            out[key] = _list(value, lambda run: _list(run, _tensor))
+        elif key == "params":
+            out[key] = {_str(n): _list(s, _int) for n, s in _dict(value).items()}
+        elif key == "devices":
+            out[key] = _list(value, _str)
+        elif key == "changed":
+            out[key] = _list(value, _int)
+        elif key == "grads":
+            out[key] = {_str(n): (None if g is None else _tensor(g)) for n, g in _dict(value).items()}
+        elif key == "peak":
+            peak = _dict(value, {"elements": int, "ops": int},
+                         {"op": (str, type(None)), "resident_kb": (int, type(None))})
+            out[key] = {**peak, "op": None if peak.get("op") is None else clean(peak["op"], 200)}
+        else:
+            raise Malformed(f"an unknown field {key!r:.40}")
+    return out
+
+
+def _dict(value, required=None, optional=None) -> dict:
+    if not isinstance(value, dict):
+        raise Malformed("expected a mapping")
+    for name, kind in (required or {}).items():
+        if not isinstance(value.get(name), kind) or (kind is int and isinstance(value.get(name), bool)):
+            raise Malformed(f"field {name!r} missing or of the wrong type")
+    if required is not None:
+        allowed = set(required) | set(optional or {})
+        if set(value) - allowed:
+            raise Malformed(f"unexpected fields {sorted(set(value) - allowed)[:3]}")
+        for name, kind in (optional or {}).items():
+            if name in value and not isinstance(value[name], kind):
+                raise Malformed(f"field {name!r} of the wrong type")
+    return value
+
+
+def _list(value, item) -> list:
+    if not isinstance(value, list):
+        raise Malformed("expected a list")
+    return [item(v) for v in value]
+
+
+def _tensor(value) -> torch.Tensor:
+    if type(value) is not torch.Tensor:
+        raise Malformed("expected a tensor")
+    return value
+
+
+def _int(value) -> int:
+    if type(value) is not int:
+        raise Malformed("expected an integer")
+    return value
+
+
+def _str(value) -> str:
+    if not isinstance(value, str):
+        raise Malformed("expected text")
+    return clean(value, 200)

@@ -1,0 +1,117 @@
+"""Attacks on the channel back from the worker: everything a worker sends is untrusted data. Each attack
+fails its problem alone with a reason, never blocks or crashes the grader, and decides nothing: no process
+is killed or spared because of what the worker said."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import SOLUTIONS, make_impl
+from grader.grading import grade
+
+FIND_CONN = (
+    "import sys\n"
+    "from grader.wire import dumps\n"
+    "_f = sys._getframe()\n"
+    "while _f is not None and 'conn' not in _f.f_locals:\n    _f = _f.f_back\n"
+    "conn = _f.f_locals['conn']\n"
+)
+PID = "additive_attention"
+
+
+def _grade(tmp_path, code, timeout=6):
+    impl = make_impl(tmp_path / "impl", {f"{PID}.py": FIND_CONN + code})
+    start = time.monotonic()
+    report = grade(impl, ["masked_softmax", PID], timeout=timeout)
+    return report, time.monotonic() - start
+
+
+@pytest.mark.parametrize("name,code,reason", [
+    ("partial frame header, then silence", "import os, time\nos.write(conn.fileno(), b'\\x00\\x00')\ntime.sleep(600)\n",
+     "timed out"),
+    ("shared references: 2^80 nodes in a few bytes",
+     "import pickle\na = []\nfor _ in range(80):\n    a = [a, a]\nconn.send_bytes(pickle.dumps({'hello': {'cuda': a}}))\n",
+     "not a result"),
+    ("a message of the wrong type", "conn.send_bytes(dumps({'loaded': 5}))\n", "not a result"),
+    ("a result for a call never sent", "conn.send_bytes(dumps({'key': 'made/up', 'result': {'ok': True}}))\n",
+     "not a result"),
+    ("a frame announcing 2 GB", "import os, struct\nos.write(conn.fileno(), struct.pack('!i', 2**31 - 1))\n"
+                               "import time\ntime.sleep(600)\n", "not a result|timed out"),
+])
+def test_a_hostile_message_fails_its_problem_and_nothing_else(tmp_path, name, code, reason):
+    import re
+
+    report, took = _grade(tmp_path, code)
+    result = report.problem(PID)
+    assert result.score == 0 and result.status in ("failed", "not_started"), name
+    assert took < 60, f"{name}: grading took {took:.0f} s"
+    text = "\n".join(c.message for c in result.checks)
+    assert re.search(reason, text), text[:1500]
+    assert report.problem("masked_softmax").status == "passed"
+
+
+def test_a_forged_hello_cannot_name_a_process_to_kill_or_spare(tmp_path):
+    """The worker names an unrelated process (and no uid) in a second hello: that process lives on, and the
+    worker's own background process dies anyway."""
+    marker = f"attnkit-victim-{os.getpid()}"
+    victim = subprocess.Popen([marker, "300"], executable="sleep", start_new_session=True)  # marker in argv[0]
+    code = (
+        f"conn.send_bytes(dumps({{'hello': {{'cuda': False, 'pid': {victim.pid}, 'uid': None}}}}))\n"
+        "import subprocess\n"
+        f"subprocess.Popen(['{marker}-mine', '301'], executable='sleep', start_new_session=True)\n"
+        "raise RuntimeError('forged a hello')\n"
+    )
+    try:
+        report, _ = _grade(tmp_path, code)
+        assert report.problem(PID).score == 0
+        time.sleep(0.2)
+        assert victim.poll() is None, "the grader killed a process the worker named"
+        if os.geteuid() == 0:  # without root a new session escapes the process group: documented
+            assert not _running(f"{marker}-mine"), "the worker's own background process survived"
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def _running(marker: str) -> bool:
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in open(f"/proc/{entry.name}/cmdline", "rb").read():
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def test_nan_weights_at_valid_keys_fail_the_weight_sums(tmp_path):
+    source = (SOLUTIONS / "masked_softmax.py").read_text().replace(
+        "return torch.softmax(filled, dim=-1) * keep",
+        "w = torch.softmax(filled, dim=-1) * keep\n    return torch.where(keep, torch.full_like(w, float('nan')), w)")
+    report = grade(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
+    sums = next(c for c in report.problems[0].checks if c.id == "weight_sums")
+    assert sums.status == "failed" and "nan" in sums.message
+
+
+def test_a_sparse_huge_file_is_refused_unread(tmp_path):
+    impl = make_impl(tmp_path / "impl")
+    with open(impl / "blob.bin", "wb") as f:
+        f.truncate(2 << 30)  # 2 GB, sparse: reading it would take memory and time
+    start = time.monotonic()
+    report = grade(impl, ["masked_softmax"])
+    assert time.monotonic() - start < 60
+    text = "\n".join(c.message for c in report.problems[0].checks)
+    assert report.problems[0].score == 0 and "larger than" in text, text[:500]
+
+
+def test_a_submission_with_a_helper_package_is_copied_whole(tmp_path):
+    source = (SOLUTIONS / "masked_softmax.py").read_text().replace(
+        "import torch\n", "import torch\n\nfrom .helpers.fill import fill_value\n", 1).replace(
+        "torch.finfo(scores.dtype).min", "fill_value(scores)")
+    impl = make_impl(tmp_path, {"masked_softmax.py": source, "helpers/__init__.py": "",
+                                "helpers/fill.py": "import torch\n\n\ndef fill_value(s):\n    return torch.finfo(s.dtype).min\n"})
+    report = grade(impl, ["masked_softmax"])
+    assert report.score == report.max_score, [c.message for c in report.problems[0].checks if c.status == "failed"][:1]
