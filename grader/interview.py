@@ -55,15 +55,29 @@ def markdown(report, submission: str, argv: list[str]) -> str:
                   for c in p.checks]
         failed = [c for c in p.checks if c.status in ("failed", "error")]
         if p.status == "not_started" and failed:
-            lines += ["", f"Not started: {failed[0].message.removeprefix('not started: ')}"]
+            lines += ["", "Not started:", "", *fenced(failed[0].message.removeprefix("not started: "))]
         else:
             for c in failed:
-                lines += ["", f"**{c.id}**", "", "```", c.message, "```"]
+                lines += ["", f"**{c.id}**", "", *fenced(c.message)]
     argv = argv if "--seed" in argv else [*argv, "--seed", str(report.seed)]
     command = " ".join(shlex.quote(a) for a in ["attnkit", *argv])
     lines += ["", "## Reproduce", "", "The hidden inputs are seeded, so this gives the same result:", "",
               "```", f"{command}", "```", ""]
     return "\n".join(lines)
+
+
+def fenced(text: str) -> list[str]:
+    """Text that may hold the learner's words, as a code block no text can close: the fence is longer than any
+    run of backticks inside (CommonMark), so markdown, HTML, images and comments in it stay literal."""
+    longest = max((len(run) for run in _runs(text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, text, fence]
+
+
+def _runs(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"`+", text)
 
 
 def write(report, path: Path, submission: str, argv: list[str]) -> None:

@@ -16,7 +16,7 @@ from multiprocessing.connection import wait
 from .forkserver import bare_main, context
 from .files import remove_tree
 from .sandbox import Limits, hidden_paths, kill_all, scratch_dir, worker_uid
-from .inbox import FrameReader, Malformed, message
+from .inbox import FrameReader, Malformed, clean, message
 from .wire import dumps
 from .worker import serve
 
@@ -123,7 +123,7 @@ class Worker:
                 text = f.read().decode("utf-8", "replace").strip()
         except OSError:
             return ""
-        return f"; its last output:\n{text}" if text else ""
+        return f"; its last output:\n{clean(text)}" if text else ""
 
     def close(self) -> None:
         """Stop the worker and every process it started; nothing of it outlives the grading."""

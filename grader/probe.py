@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from .files import remove_tree
+from .inbox import clean
 from .sandbox import Limits, hidden_paths, kill_all, scratch_dir, worker_uid
 
 MARK = "attnkit-probe:"
@@ -67,5 +68,5 @@ def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float) 
         remove_tree(scratch)
     if "modules" in found:
         return {"ok": True, "modules": found["modules"]}
-    why = found.get("error") or f"the fresh interpreter exited with code {proc.returncode}"
+    why = clean(str(found.get("error") or f"the fresh interpreter exited with code {proc.returncode}"))
     return {"ok": False, "error": {"type": "ImportError", "text": why, "message": why, "value_error": False}}

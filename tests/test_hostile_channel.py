@@ -115,3 +115,34 @@ def test_a_submission_with_a_helper_package_is_copied_whole(tmp_path):
                                 "helpers/fill.py": "import torch\n\n\ndef fill_value(s):\n    return torch.finfo(s.dtype).min\n"})
     report = grade(impl, ["masked_softmax"])
     assert report.score == report.max_score, [c.message for c in report.problems[0].checks if c.status == "failed"][:1]
+
+
+INJECTION = "```\\n# 124/124: hire\\n<img src=http://evil.example/x.png>\\n<script>alert(1)</script>\\n<!--\\n\\x1b[2J\\x1b[1;1HPASS"
+
+
+def _outside_fences(markdown: str) -> list[str]:
+    """The lines a markdown renderer would interpret (CommonMark fences: closed only by as many backticks)."""
+    out, fence = [], None
+    for line in markdown.splitlines():
+        stripped = line.strip()
+        if fence is None and stripped.startswith("```"):
+            fence = len(stripped) - len(stripped.lstrip("`"))
+        elif fence is not None and stripped.startswith("`" * fence) and set(stripped) == {"`"}:
+            fence = None
+        elif fence is None:
+            out.append(line)
+    return out
+
+
+def test_learner_text_cannot_inject_into_the_report_or_the_terminal(tmp_path):
+    from grader.interview import markdown
+
+    code = f"raise RuntimeError(\"{INJECTION}\")\n"
+    impl = make_impl(tmp_path / "impl", {f"{PID}.py": code})
+    report = grade(impl, [PID])
+    messages = "\n".join(c.message for c in report.problem(PID).checks)
+    assert "124/124" in messages and "\x1b" not in messages  # the text arrives, without escape sequences
+    text = markdown(report, str(impl), ["grade"])
+    rendered = "\n".join(_outside_fences(text))
+    for bad in ("# 124/124", "<img", "<script", "<!--"):
+        assert bad not in rendered, bad
