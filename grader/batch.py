@@ -9,6 +9,7 @@ are loaded once), with N submissions graded at a time, each in its own sandboxed
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import re
@@ -18,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from .files import atomic_write
+from .inbox import clean
 from .options import BadInput
 from .problems import ORDER
 from .report import to_json
@@ -25,7 +27,13 @@ from .submission import open_submission
 
 
 def _name(path: Path) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", path.stem if path.suffix.lower() == ".zip" else path.name)
+    """A unique, stable result name for a submission: its file name (a zip keeps `.zip`, so `alice/` and
+    `alice.zip` stay apart), and, where characters had to be replaced or the name shortened, a hash of the
+    original (so `a b/` and `a_b/` stay apart too)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", path.name)[:80]
+    if safe == path.name:
+        return safe
+    return f"{safe}-{hashlib.sha256(path.name.encode('utf-8', 'surrogateescape')).hexdigest()[:10]}"
 
 
 def submissions(folder: Path) -> list[Path]:
@@ -75,6 +83,9 @@ def run(folder, out, workers: int = 2, force: bool = False, **grading) -> dict[s
             write_json_dict(result, out / f"{name}.json")
         except BadInput as exc:
             result = {"submission": p.name, "error": str(exc)}
+            write_json_dict(result, out / f"{name}.json")
+        except Exception as exc:  # noqa: BLE001 - one submission never stops the batch: an error row, with why
+            result = {"submission": p.name, "error": f"could not be graded ({type(exc).__name__}: {clean(str(exc), 300)})"}
             write_json_dict(result, out / f"{name}.json")
         with lock:
             rows[name] = result

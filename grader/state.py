@@ -8,13 +8,28 @@ from datetime import datetime
 from pathlib import Path
 
 from . import ROOT
+from .files import atomic_write
+from .options import BadInput
 
 NOTE = ("Written by attnkit to remember your hint levels and the solutions you revealed. "
         "Do not edit it: use `attnkit hint`, `attnkit solution` and `attnkit reset`.")
 
 
+DEFAULT = ROOT / ".attnkit" / "state.json"
+
+
 def state_path() -> Path:
-    return Path(os.environ.get("ATTNKIT_STATE", ROOT / ".attnkit" / "state.json"))
+    """The state file: $ATTNKIT_STATE, else .attnkit/state.json in the kit. A path that names a directory, or
+    whose folder does not exist (only the default folder is created), is refused with one line."""
+    given = os.environ.get("ATTNKIT_STATE")
+    if not given:
+        return DEFAULT
+    path = Path(given).expanduser()
+    if path.is_dir():
+        raise BadInput(f"ATTNKIT_STATE={given} is a directory; point it at a file (it is created if missing)")
+    if not path.parent.is_dir():
+        raise BadInput(f"ATTNKIT_STATE={given}: the folder {path.parent} does not exist; create it first")
+    return path
 
 
 def backup_dir() -> Path:
@@ -31,8 +46,9 @@ def load() -> dict:
                 or not isinstance(data.get("forced_solutions"), dict):
             raise ValueError("unexpected content")
         return data
-    except FileNotFoundError:
-        why = "was missing"
+    except FileNotFoundError:  # the first command in a fresh clone: nothing to warn about
+        save(fresh)
+        return fresh
     except (OSError, ValueError) as exc:
         why = f"was unreadable ({exc.__class__.__name__}), so it starts over"
     sys.stderr.write(f"attnkit: warning: state file {path} {why}; created a new one\n")
@@ -50,11 +66,14 @@ def peek() -> dict:
 
 
 def save(data: dict) -> None:
+    """Atomically, through a fresh temporary file of its own (two commands saving at once never share one)."""
     path = state_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"_": NOTE, **{k: v for k, v in data.items() if k != "_"}}, indent=2) + "\n")
-    tmp.replace(path)
+    if path == DEFAULT:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        atomic_write(path, json.dumps({"_": NOTE, **{k: v for k, v in data.items() if k != "_"}}, indent=2) + "\n")
+    except OSError as exc:
+        raise BadInput(f"cannot write the state file {path} ({exc.strerror or exc})") from None
 
 
 def now() -> str:

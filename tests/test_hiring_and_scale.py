@@ -146,15 +146,54 @@ def test_batch_grades_everything_resumes_and_survives_bad_submissions(tmp_path):
     assert r.returncode == 0, r.stderr
     rows = {row["submission"]: row for row in csv.DictReader((out / "grades.csv").open())}
     full = str(sum(v for p in all_problems() for k, v in p.points.items() if not k.startswith("cuda")))
-    assert rows["good"]["total"] == rows["zipped"]["total"] == full
+    assert rows["good"]["total"] == rows["zipped.zip"]["total"] == full
     assert rows["stub"]["total"] == "0" and rows["hang"]["additive_attention"] == "0" and rows["hang"]["luong_attention"] == "18"
-    assert "not a valid zip" in rows["broken"]["error"] and "notes" not in rows
+    assert "not a valid zip" in rows["broken.zip"]["error"] and "notes" not in rows and "notes.txt" not in rows
     assert json.loads((out / "good.json").read_text())["score"] == float(full)
     before = (out / "good.json").stat().st_mtime_ns
     again = attnkit("grade-batch", str(subs), "--out", str(out))
     assert again.returncode == 0 and (out / "good.json").stat().st_mtime_ns == before  # skipped, not regraded
     forced = attnkit("grade-batch", str(subs), "--out", str(out), "--force", "--timeout", "3")
     assert forced.returncode == 0 and (out / "good.json").stat().st_mtime_ns != before
+
+
+def test_batch_never_merges_or_loses_a_submission(tmp_path):
+    """alice/ and alice.zip, `a b/` and a_b/ each keep their own result; a zip with a bad CRC, an unknown
+    compression or a directory/file clash is an error row; the batch goes on."""
+    subs = tmp_path / "subs"
+    for name in ("alice", "a b", "a_b"):
+        make_impl(subs / name, {f"{p.id}.py": "raise NotImplementedError\n" for p in all_problems()}, base=None)
+    zip_dir(SOLUTIONS, subs / "alice.zip")
+    bad_crc = subs / "crc.zip"
+    zip_dir(SOLUTIONS, bad_crc)
+    data = bytearray(bad_crc.read_bytes())
+    at = data.find(b"import torch")  # flip a byte inside the first stored file's compressed data
+    data[at + 3 if at >= 0 else 60] ^= 0xFF
+    bad_crc.write_bytes(bytes(data))
+    with zipfile.ZipFile(subs / "clash.zip", "w") as z:
+        z.writestr("helpers", "a file")
+        z.writestr("helpers/x.py", "X = 1\n")
+    odd = subs / "odd.zip"
+    with zipfile.ZipFile(odd, "w") as z:
+        z.writestr("masked_softmax.py", "x = 1\n")
+    raw = bytearray(odd.read_bytes())
+    for sig in (b"PK\x03\x04", b"PK\x01\x02"):  # compression method 99 (AES) in both headers
+        at = raw.find(sig)
+        offset = 8 if sig == b"PK\x03\x04" else 10
+        raw[at + offset:at + offset + 2] = (99).to_bytes(2, "little")
+    odd.write_bytes(bytes(raw))
+    out = tmp_path / "out"
+    r = attnkit("grade-batch", str(subs), "--out", str(out), "--timeout", "5", "--problems", "masked")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {row["submission"]: row for row in csv.DictReader((out / "grades.csv").open())}
+    assert len(rows) == 7, sorted(rows)
+    assert rows["alice.zip"]["total"] == "14" and rows["alice"]["total"] == "0"
+    spaced = [n for n in rows if n.startswith("a_b-")]
+    assert len(spaced) == 1 and rows["a_b"]["total"] == "0" and rows[spaced[0]]["total"] == "0"
+    for bad in ("clash.zip", "odd.zip"):
+        assert rows[bad]["error"] or rows[bad]["total"] == "0", (bad, rows[bad])
+    assert rows["crc.zip"]["error"] or rows["crc.zip"]["total"] != "14"
+    assert "Traceback" not in r.stdout + r.stderr
 
 
 def test_batch_of_nothing_is_one_line(tmp_path):

@@ -23,6 +23,7 @@ def env(tmp_path):
     """A learner's workspace: stub exercises and a private state file."""
     impl = make_impl(tmp_path / "exercises", {f"{p.id}.py": render(p) for p in all_problems()}, base=None)
     state = tmp_path / "state" / "state.json"
+    state.parent.mkdir()
     e = dict(os.environ, ATTNKIT_STATE=str(state))
     e.pop("FORCE_COLOR", None)
 
@@ -60,7 +61,7 @@ def test_hints_reveal_one_level_at_a_time_and_are_remembered(env):
     _, state, attnkit = env
     problem = get("additive_attention")
     first = attnkit("hint", "additive")  # a unique prefix names the problem
-    assert first.returncode == 0 and "warning" in first.stderr and "was missing" in first.stderr
+    assert first.returncode == 0 and first.stderr == ""  # a missing state file is simply created: no warning
     assert f"Hint 1/3 for {problem.id}: {problem.hints[0]}" in first.stdout and problem.hints[1] not in first.stdout
     second = attnkit("hint", problem.id)
     assert problem.hints[1] in second.stdout and problem.hints[2] not in second.stdout and second.stderr == ""
@@ -73,7 +74,6 @@ def test_hints_reveal_one_level_at_a_time_and_are_remembered(env):
 
 def test_corrupt_state_is_recreated_with_a_warning(env):
     _, state, attnkit = env
-    state.parent.mkdir(parents=True)
     state.write_text("{not json")
     r = attnkit("hint", "luong")
     assert r.returncode == 0 and "unreadable" in r.stderr and "Traceback" not in r.stderr
@@ -149,3 +149,29 @@ def test_grade_plots_a_failing_parity_check(env, tmp_path):
     assert r.returncode == 1 and png.exists() and f"plot: {png}" in r.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list((tmp_path / "plots").glob("masked_softmax__*"))  # passing problems get no plot
+
+
+@pytest.mark.parametrize("where,words", [("dir", "is a directory"), ("missing/state.json", "does not exist")])
+def test_a_bad_state_path_is_one_line_and_changes_nothing(env, tmp_path, where, words):
+    _, _, attnkit = env
+    target = tmp_path / where
+    if where == "dir":
+        target.mkdir()
+    r = attnkit("hint", "luong", extra_env={"ATTNKIT_STATE": str(target)})
+    assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "missing").exists()
+    if where == "dir":
+        assert list(target.iterdir()) == []  # no .tmp left inside or beside it
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_two_commands_saving_state_at_once_never_collide(env):
+    _, state, attnkit = env
+    procs = [subprocess.Popen([sys.executable, "-m", "grader.cli", "hint", pid], cwd=ROOT, env={
+        **os.environ, "ATTNKIT_STATE": str(state)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for pid in ("luong", "additive", "masked", "scaled")]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs) and not any("Traceback" in e for e in errors), errors
+    assert isinstance(json.loads(state.read_text())["hints"], dict)
+    assert [p.name for p in state.parent.iterdir()] == ["state.json"]  # no temporary file left
