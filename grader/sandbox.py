@@ -86,7 +86,7 @@ def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> t
     root = os.geteuid() == 0
     scratch = [d for d in SHARED_TMP if not any(_under(p, d) for p in _needed())] if root else []
     if root:
-        _private_mounts(hide, scratch)
+        _private_mounts(hide, scratch, [] if "/tmp" in scratch else [scratch_dir])
     work = Path(SUBMISSION if "/tmp" in scratch else scratch_dir)
     work.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
@@ -165,7 +165,7 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _private_mounts(hidden: list[str], scratch) -> None:
+def _private_mounts(hidden: list[str], scratch, writable: list[str]) -> None:
     """Shared temporary directories become private and empty, then kit paths empty and read-only
     (the order matters: a kit inside /tmp is then simply gone)."""
     libc = _libc()
@@ -177,16 +177,19 @@ def _private_mounts(hidden: list[str], scratch) -> None:
         for path in paths:
             if os.path.isdir(path) and libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, options) != 0:
                 raise OSError(ctypes.get_errno(), f"hiding {path} failed")
-    _reachable(libc, _needed())
+    _reachable(libc, _needed(), writable)
 
 
-def _reachable(libc, needed) -> None:
+def _reachable(libc, needed, writable=()) -> None:
     """Make the interpreter and its packages readable to the unprivileged uid the worker is about to take.
 
     A needed directory behind an ancestor that others may not traverse (pyenv's Python under /root, 0700; a
     virtual environment in a 0700 clone) is reached through a fresh 0755 tmpfs over that ancestor, holding
-    read-only bind mounts of the needed directories alone: nothing else of the ancestor is visible."""
-    dirs = sorted({os.path.realpath(p) for p in needed if p and os.path.isdir(p)})
+    read-only bind mounts of the needed directories alone: nothing else of the ancestor is visible. The
+    `writable` directories (the worker's scratch directory, in a private TMPDIR) are bound the same way,
+    writable."""
+    rw = {os.path.realpath(p) for p in writable}
+    dirs = sorted({os.path.realpath(p) for p in [*needed, *writable] if p and os.path.isdir(p)})
     dirs = [d for d in dirs if not any(d != o and _under(d, o) for o in dirs)]  # outermost only
     by_ancestor: dict[str, list[str]] = {}
     for d in dirs:
@@ -202,7 +205,8 @@ def _reachable(libc, needed) -> None:
                 os.makedirs(d, mode=0o755, exist_ok=True)
                 if libc.mount(f"/proc/self/fd/{fd}".encode(), d.encode(), None, MS_BIND | MS_REC, None) != 0:
                     raise OSError(ctypes.get_errno(), f"binding {d} failed")
-                libc.mount(None, d.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
+                if d not in rw:
+                    libc.mount(None, d.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
         finally:
             for fd in fds.values():
                 os.close(fd)

@@ -29,3 +29,4 @@ def test_pytest_rejects_a_negative_problem_timeout():
     proc = subprocess.run([sys.executable, "-m", "pytest", "--impl", "solutions", "--problem-timeout", "-1"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 4 and "must be a number above 0" in proc.stderr and "Traceback" not in proc.stderr
+

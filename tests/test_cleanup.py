@@ -11,10 +11,6 @@ from pathlib import Path
 from conftest import SOLUTIONS
 
 
-def _leftovers(since: set[str]) -> set[str]:
-    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("attnkit-")} - since
-
-
 def _processes_with(marker: str) -> list[str]:
     out = []
     for entry in os.scandir("/proc"):
@@ -31,16 +27,18 @@ def _processes_with(marker: str) -> list[str]:
 def test_grade_leaves_no_file_and_no_process(tmp_path):
     """A directory under /tmp on PYTHONPATH keeps /tmp shared with the workers: their private copies and logs
     land in the real /tmp and must still be removed, and the forkserver must be gone when the command ends."""
-    on_path = Path(tempfile.mkdtemp(prefix="cleanup-path-", dir=tempfile.gettempdir()))
-    before = _leftovers(set())
+    on_path = Path(tempfile.mkdtemp(prefix="cleanup-path-", dir="/tmp"))
+    own_tmp = tmp_path / "tmp"  # TMPDIR of the command: what it leaves is its own, whatever else runs meanwhile
+    own_tmp.mkdir()
     marker = f"attnkit-cleanup-{os.getpid()}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(on_path), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(on_path), os.environ.get("PYTHONPATH", "")]),
+           "TMPDIR": str(own_tmp)}
     code = f"import sys; sys.argv[0] = {marker!r}; from grader.cli import main; sys.exit(main(['grade', '--impl', " \
            f"{str(SOLUTIONS)!r}, '--problems', 'numpy,masked']))"
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        assert _leftovers(before) == set()
+        assert sorted(os.listdir(own_tmp)) == []
         assert _processes_with(str(on_path)) == [], "a process of the grading outlived the command"
     finally:
         os.rmdir(on_path)
