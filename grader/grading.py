@@ -174,7 +174,27 @@ def _not_started(problem, worker) -> str | None:
     return None
 
 
+def _inputs_changed(cases, results) -> None:
+    """Side effects decided here, not in the worker: each call's inputs as the worker holds them after the call,
+    compared with the inputs the grader sent (a worker's own "changed" is never believed)."""
+    for key, res in results.items():
+        case = cases.get(key)
+        if case is None or not res.get("ok") or "outputs" not in res:
+            continue
+        after = res.pop("inputs", None) or []
+        sent = case.call.get("args", [])
+        changed = []
+        for i, original in enumerate(sent):
+            if not isinstance(original, torch.Tensor):
+                continue
+            now = after[i] if i < len(after) else None
+            if now is None or now.shape != original.shape or now.dtype != original.dtype or not torch.equal(now, original.cpu()):
+                changed.append(i)
+        res["changed"] = changed
+
+
 def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict) -> ProblemResult:
+    _inputs_changed(cases, worker.results)
     failing_deps = tuple(r for r in problem.requires if getattr(statuses.get(r), "status", None) in ("failed", "not_started"))
     ctx = Context(problem, cases, worker.results, refs, worker.failure, seed, failing_deps)
     not_started = _not_started(problem, worker)

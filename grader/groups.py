@@ -257,5 +257,6 @@ def build(problem: Problem, groups, seed: int) -> dict[str, Case]:
             case.call["key"] = case.key
             case.call.setdefault("n_out", len(problem.outputs))
             case.call.setdefault("names", list(problem.outputs))
+            case.call.setdefault("return_inputs", True)
             cases[case.key] = case
     return cases

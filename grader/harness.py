@@ -70,6 +70,8 @@ def execute(call: dict, target) -> dict:
         result["outputs"] = [[o.detach().cpu() for o in run] for run in runs]
         result["devices"] = [o.device.type for o in outs]
         result["changed"] = [i for i, (a, b) in enumerate(zip(args, before)) if b is not None and not _same(a, b)]
+        if call.get("return_inputs"):  # a worker: the inputs as they are now, for the grader to compare itself
+            result["inputs"] = [_as_tensor(a) for a in args]
     if want_grad:
         names = call.get("names") or [f"output {i}" for i in range(len(outs))]
         for name, o, g in zip(names, outs, call["grad_out"]):  # the learner's shapes, before the grader multiplies
@@ -132,6 +134,14 @@ def _outputs(value, n_out: int, numpy: bool = False) -> list:
         if v.layout != torch.strided or v.device.type not in ("cpu", "cuda") or v.is_complex() or v.is_quantized:
             raise CallError(f"returned a {v.layout} {v.dtype} tensor on {v.device.type}, expected a dense real tensor")
     return list(value)
+
+
+def _as_tensor(a):
+    if isinstance(a, torch.Tensor):
+        return a.detach().cpu()
+    if type(a).__module__ == "numpy" and hasattr(a, "shape"):
+        return torch.from_numpy(a.copy())
+    return None
 
 
 def _kind(v) -> str:

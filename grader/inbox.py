@@ -116,7 +116,9 @@ def result(res) -> dict:
         elif key == "devices":
             out[key] = _list(value, _str)
         elif key == "changed":
-            out[key] = _list(value, _int)
+            out[key] = _list(value, _int)  # the worker's own claim: replaced by the grader's comparison
+        elif key == "inputs":
+            out[key] = _list(value, lambda t: None if t is None else _tensor(t))
         elif key == "grads":
             out[key] = {_str(n): (None if g is None else _tensor(g)) for n, g in _dict(value).items()}
         elif key == "peak":

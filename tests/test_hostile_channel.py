@@ -146,3 +146,22 @@ def test_learner_text_cannot_inject_into_the_report_or_the_terminal(tmp_path):
     rendered = "\n".join(_outside_fences(text))
     for bad in ("# 124/124", "<img", "<script", "<!--"):
         assert bad not in rendered, bad
+
+
+def test_patching_the_workers_helpers_cannot_hide_a_side_effect(tmp_path):
+    """The learner's module replaces the worker's own comparison with one that always agrees, then changes its
+    input in place: the grader compares the inputs itself and fails side_effects."""
+    source = (
+        "import torch\nimport grader.harness as h\nh._same = lambda a, b: True\n\n"
+        "def masked_softmax(scores, valid_lens=None):\n"
+        "    out = torch.softmax(scores, dim=-1) if valid_lens is None else None\n"
+        "    if out is None:\n"
+        "        lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]\n"
+        "        keep = torch.arange(scores.shape[-1]) < lens[..., None]\n"
+        "        out = torch.softmax(scores.masked_fill(~keep, torch.finfo(scores.dtype).min), -1) * keep\n"
+        "    with torch.no_grad():\n        scores.mul_(1.0 + 1e-3)\n"
+        "    return out\n"
+    )
+    report = grade(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
+    side = next(c for c in report.problems[0].checks if c.id == "side_effects")
+    assert side.status == "failed" and "modified its input `scores` in place" in side.message, side.message
