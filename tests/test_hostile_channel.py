@@ -165,3 +165,24 @@ def test_patching_the_workers_helpers_cannot_hide_a_side_effect(tmp_path):
     report = grade(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
     side = next(c for c in report.problems[0].checks if c.id == "side_effects")
     assert side.status == "failed" and "modified its input `scores` in place" in side.message, side.message
+
+
+def test_the_import_probe_cannot_be_told_a_forged_result(tmp_path):
+    """The NumPy module asks for torch, hides it, and writes made-up result lines wherever it can (stdout, every
+    open descriptor, the finder list), then exits cleanly: the request for torch is still on record."""
+    pid = "numpy_additive_attention"
+    forged = (
+        "import json, os, sys\n"
+        "try:\n    import torch  # noqa: F401\nexcept ImportError:\n    pass\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n        os.write(fd, (json.dumps(['0' * 32, 'imported', '']) + '\\n').encode())\n"
+        "    except OSError:\n        pass\n"
+        "for f in sys.meta_path:\n    getattr(f, 'seen', []).clear()\n"
+        "print('attnkit-probe:' + json.dumps({'modules': []}), flush=True)\n"
+        "if 'torch' not in sys.modules:  # in the probe only: the worker has torch loaded\n"
+        "    os._exit(0)\n"
+    )
+    source = forged + (SOLUTIONS / f"{pid}.py").read_text()
+    report = grade(make_impl(tmp_path, {f"{pid}.py": source}), [pid])
+    check = next(c for c in report.problems[0].checks if c.id == "no_torch")
+    assert check.status == "failed" and "imports torch" in check.message, check.message
