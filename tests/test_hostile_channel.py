@@ -186,3 +186,20 @@ def test_the_import_probe_cannot_be_told_a_forged_result(tmp_path):
     report = grade(make_impl(tmp_path, {f"{pid}.py": source}), [pid])
     check = next(c for c in report.problems[0].checks if c.id == "no_torch")
     assert check.status == "failed" and "imports torch" in check.message, check.message
+
+
+def test_gradescope_never_shows_hidden_inputs_from_an_import_error(tmp_path):
+    """At import the module finds the hidden inputs the worker already holds and raises them as its message:
+    the Gradescope output keeps the exception's type and line, never its message."""
+    from grader.gradescope import results
+
+    code = (
+        "import sys\n_f = sys._getframe()\n"
+        "while _f is not None and 'calls' not in _f.f_locals:\n    _f = _f.f_back\n"
+        "raise ImportError('SECRET ' + repr(_f.f_locals['calls'][0]['args'][0].tolist()))\n"
+    )
+    report = grade(make_impl(tmp_path, {f"{PID}.py": code}), [PID])
+    assert "SECRET" in "\n".join(c.message for c in report.problem(PID).checks)  # the grader's own view keeps it
+    public = results(report)
+    text = public["output"] + "\n".join(t["output"] for t in public["tests"])
+    assert "SECRET" not in text and "ImportError" in text
