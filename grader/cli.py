@@ -123,6 +123,10 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("attnkit: interrupted\n")
         return 130
+    finally:
+        from .forkserver import stop
+
+        stop()  # the workers' server ends with the command, not a moment after it
 
 
 if __name__ == "__main__":
