@@ -25,6 +25,16 @@ c.CourseDirectory.course_id = "attnkit"
 c.Execute.timeout = {CELL_TIMEOUT}
 # Submissions from students not yet in the gradebook are graded, not refused.
 c.Autograde.create_student = True
+# attnkit's check cells get their points from a grading outside the student's kernel (grader/nbgrade.py):
+# a student's cell can change anything in the kernel, so the kernel's own outputs of those cells are replaced.
+import os  # noqa: E402
+
+from nbgrader.converters.autograde import Autograde  # noqa: E402
+from grader.nbgrade import GradeOutsideKernel  # noqa: E402
+
+_steps = list(Autograde.class_traits()["autograde_preprocessors"].default())
+c.Autograde.autograde_preprocessors = _steps[:1] + [GradeOutsideKernel] + _steps[1:]  # right after Execute
+os.environ["ATTNKIT_OUTSIDE_KERNEL"] = "1"  # set only once the step is in: the kernel then skips its own grading
 '''
 
 

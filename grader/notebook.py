@@ -58,27 +58,40 @@ def _cells(pid: str) -> dict[str, str]:
 
 def report(pid: str):
     """The grading report of this problem for the code as last run (graded once per version)."""
-    from .grading import grade
-
     cells = _cells(pid)
     key = hashlib.sha256(repr(sorted(cells.items())).encode()).hexdigest()
     if key not in _REPORTS:
         directory = Path(_TMP.name) / key[:16]
         directory.mkdir(exist_ok=True)
-        for dep, source in cells.items():
-            header = "".join(f"from .{r} import {get(r).symbol}\n" for r in get(dep).requires)
-            (directory / f"{dep}.py").write_text(header + source)
-        try:
-            _REPORTS[key] = grade(directory, [pid])
-        finally:
-            from .forkserver import stop
-
-            stop()  # no child may outlive the grading: the kernel would wait for it at shutdown
+        _REPORTS[key] = grade_cells(pid, cells, directory)
     return _REPORTS[key]
 
 
+def grade_cells(pid: str, cells: dict[str, str], directory: Path):
+    """Grade the implementation cells of a problem ({problem: cell source}, itself and what it imports),
+    written as modules into `directory`; then stop the workers' server (no child outlives the grading:
+    a kernel would wait for it at shutdown)."""
+    from .grading import grade
+
+    for dep, source in cells.items():
+        header = "".join(f"from .{r} import {get(r).symbol}\n" for r in get(dep).requires)
+        (directory / f"{dep}.py").write_text(header + source)
+    try:
+        return grade(directory, [pid])
+    finally:
+        from .forkserver import stop
+
+        stop()
+
+
 def check(pid: str, cid: str) -> None:
-    """One graded check (an nbgrader test cell): passes silently, or raises with the grader's message."""
+    """One graded check (an nbgrader test cell): passes silently, or raises with the grader's message.
+    Under `nbgrader autograde` with attnkit's course configuration the points are computed outside this
+    kernel (grader/nbgrade.py), which rewrites this cell's output: grading here too would only cost time.
+    Without that configuration (its flag unset) the kernel grades, as before."""
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde" and os.environ.get("ATTNKIT_OUTSIDE_KERNEL") == "1":
+        print(f"{pid}::{cid}: graded outside the kernel by nbgrader's attnkit step")
+        return
     result = next(c for c in report(pid).problems[0].checks if c.id == cid)
     if result.status == "skipped":
         print(f"{pid}::{cid} skipped: {result.message}")

@@ -54,6 +54,16 @@ def course(tmp_path_factory):
             for old, new in mistake.patch:
                 cell.source = cell.source.replace(old, new)
     nbformat.write(nb, path)
+    # mallory's masked_softmax returns zeros and replaces the kernel's check() by one that always passes
+    cheat = submitted / "mallory" / "attention"
+    cheat.mkdir(parents=True)
+    nb = nbformat.read(root / "source" / "attention" / "masked_softmax.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.source.startswith("# attnkit: masked_softmax "):
+            cell.source = (cell.source.splitlines()[0] + "\nimport torch\nimport grader.notebook as _n\n"
+                           "_n.check = lambda *a, **k: None\n\n"
+                           "def masked_softmax(scores, valid_lens=None):\n    return torch.zeros_like(scores)\n")
+    nbformat.write(nb, cheat / "masked_softmax.ipynb")
     nbgrader(root, "autograde", "attention")
     nbgrader(root, "export")
     nbgrader(root, "generate_feedback", "attention")
@@ -69,6 +79,15 @@ def notebook_scores(course: Path, student: str) -> dict[str, float]:
 
 def cpu_points(problem) -> float:
     return sum(v for k, v in problem.points.items() if not k.startswith("cuda"))
+
+
+def test_a_student_cell_cannot_grade_itself(course):
+    """Replacing check() inside the kernel changes nothing: the points come from a grading outside it."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        score = gb.find_submission_notebook("masked_softmax", "attention", "mallory").score
+    assert score < 2, score  # zeros_like can pass only the shape check
 
 
 def test_release_has_no_solution_and_no_hidden_tests(course):
@@ -105,7 +124,7 @@ def test_nbgrader_points_equal_attnkit_points_for_the_same_code(course, tmp_path
 
 def test_feedback_shows_names_and_messages_but_no_hidden_code(course):
     pages = sorted((course / "feedback").rglob("*.html"))
-    assert len(pages) == 3 * len(PROBLEMS)
+    assert len(pages) == 3 * len(PROBLEMS) + 1  # alice, bob, carol: every notebook; mallory: one
     carol = (course / "feedback" / "carol" / "attention" / f"{WRONG[0]}.html").read_text()
     assert "masked_softmax::weight_sums failed" in carol and "Recognised mistake [fill_zero]" in carol
     for page in pages:
