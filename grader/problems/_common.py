@@ -137,3 +137,17 @@ DROPOUT_MISTAKES_ZH = {
                           "丢掉的是特征，而不是键。",
                           "output = dropout(weights) @ values：在 softmax 之后对权重做 dropout。"),
 }
+
+
+def concat_no_transpose(returned: str, reshaped: str) -> Mistake:
+    """A multi-head module's return line `returned`, with the contexts reshaped without the transpose."""
+    return Mistake("concat_no_transpose", "head contexts concatenated without moving the head axis next to the features",
+                   ((returned, reshaped),),
+                   explain="The contexts are (B, H, Tq, d): reshaping them straight to (B, Tq, H*d) mixes queries of "
+                           "different heads into one row. The head axis must move next to the features first.",
+                   hint="context.transpose(1, 2).reshape(B, Tq, H * d): (B, Tq, H, d), then flatten the last two.")
+
+
+CONCAT_NO_TRANSPOSE_ZH = ("拼接各头的上下文时没有先把头的轴移到特征旁边",
+                          "上下文是 (B, H, Tq, d)：直接 reshape 成 (B, Tq, H*d) 会把不同头的查询混进同一行。必须先把头的轴移到特征旁边。",
+                          "context.transpose(1, 2).reshape(B, Tq, H * d)：先变成 (B, Tq, H, d)，再展平最后两维。")

@@ -1,6 +1,9 @@
 """Spec: additive (Bahdanau) attention."""
 from ..spec import Method, Mistake, Problem
-from ._common import DROPOUT_MISTAKES_ZH, dropout_mistakes, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, qkv_inputs, scale_scorer
+from ._common import (
+    DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, dropout_mistakes,
+    qkv_inputs, scale_scorer,
+)
 
 FEATURES = "torch.tanh(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))"
 RETURN = "return torch.bmm(self.dropout(weights), values), weights"

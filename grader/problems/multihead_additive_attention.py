@@ -1,6 +1,9 @@
 """Spec: multi-head additive attention."""
 from ..spec import Method, Mistake, Problem
-from ._common import DROPOUT_MISTAKES_ZH, dropout_mistakes, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, qkv_inputs, scale_scorer
+from ._common import (
+    CONCAT_NO_TRANSPOSE_ZH, DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS,
+    concat_no_transpose, dropout_mistakes, qkv_inputs, scale_scorer,
+)
 
 RETURN = "return self.W_o(context.transpose(1, 2).reshape(B, Tq, -1)), weights"
 MISTAKES = (
@@ -55,11 +58,7 @@ MISTAKES = (
               "weights = self.dropout(weights)\n        context = weights @ values.unsqueeze(1)"),),
             explain='The returned weights went through dropout.',
             hint='Return the softmax output; apply dropout only to the copy that multiplies the values.'),
-    Mistake("concat_no_transpose", "head contexts concatenated without moving the head axis next to the features",
-            ((RETURN, 'return self.W_o(context.reshape(B, Tq, -1)), weights'),),
-            explain="The contexts are (B, H, Tq, d): reshaping them straight to (B, Tq, H*d) mixes queries of different "
-                    "heads into one row. The head axis must move next to the features first.",
-            hint="context.transpose(1, 2).reshape(B, Tq, H * d): (B, Tq, H, d), then flatten the last two."),
+    concat_no_transpose(RETURN, 'return self.W_o(context.reshape(B, Tq, -1)), weights'),
 ) + dropout_mistakes('context = self.dropout(weights) @ values.unsqueeze(1)', 'context = self.dropout(weights @ values.unsqueeze(1))')
 
 
@@ -87,10 +86,7 @@ ZH = {
         "context[b, i] = 按 n 拼接 (dropout(weights[b, n]) @ values[b])[i]，形状 (B, Tq, H*dv)；\n"
         "output = W_o(context)。返回的权重按头给出（不取平均），且在 dropout 之前。",
     ),
-    "mistakes": {"concat_no_transpose": ("拼接各头的上下文时没有先把头的轴移到特征旁边",
-                                        "上下文是 (B, H, Tq, d)：直接 reshape 成 (B, Tq, H*d) 会把不同头的查询混进同一行。"
-                                        "必须先把头的轴移到特征旁边。",
-                                        "context.transpose(1, 2).reshape(B, Tq, H * d)：先变成 (B, Tq, H, d)，再展平最后两维。"),
+    "mistakes": {"concat_no_transpose": CONCAT_NO_TRANSPOSE_ZH,
                  **DROPOUT_MISTAKES_ZH, 
         "weights_averaged": ("返回的权重对头取了平均，而不是按头返回",
                              "返回的权重在头上取了平均；约定要求按头返回，形状 (B, H, Tq, Tk)。",

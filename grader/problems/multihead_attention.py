@@ -2,7 +2,10 @@
 import torch
 
 from ..spec import SCORE_BOUND, Method, Mistake, Problem
-from ._common import DROPOUT_MISTAKES_ZH, dropout_mistakes, BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, MASK_DOC, SPREAD, aligned
+from ._common import (
+    BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, CONCAT_NO_TRANSPOSE_ZH, DROPOUT_MISTAKES_ZH,
+    MASK_DOC, SPREAD, aligned, concat_no_transpose, dropout_mistakes,
+)
 
 SCORES = "scores = q @ k.transpose(-2, -1) / d**0.5"
 RETURN = "return self.W_o(context.transpose(1, 2).reshape(B, Tq, H * d)), weights"
@@ -57,11 +60,7 @@ MISTAKES = BOOLEAN_MASK_MISTAKES + (
             explain="The mask broadcasts to (B, H, Tq, Tk) from the right, like any tensor: a 3-D mask is (H, Tq, Tk), one "
                     "per head for every batch row. A per-batch mask (B, Tq, Tk) is passed as mask[:, None] by the caller.",
             hint="Use the mask as given (scores.masked_fill(~mask, ...) broadcasts it); do not reshape it by its number of dims."),
-    Mistake("concat_no_transpose", "head contexts concatenated without moving the head axis next to the features",
-            ((RETURN, 'return self.W_o(context.reshape(B, Tq, H * d)), weights'),),
-            explain="The contexts are (B, H, Tq, d): reshaping them straight to (B, Tq, H*d) mixes queries of different "
-                    "heads into one row. The head axis must move next to the features first.",
-            hint="context.transpose(1, 2).reshape(B, Tq, H * d): (B, Tq, H, d), then flatten the last two."),
+    concat_no_transpose(RETURN, 'return self.W_o(context.reshape(B, Tq, H * d)), weights'),
 ) + dropout_mistakes('context = self.dropout(weights) @ v', 'context = self.dropout(weights @ v)')
 
 
@@ -138,10 +137,7 @@ ZH = {
         "eval() 下它等于权重相同、掩码取反的 nn.MultiheadAttention(E, H, batch_first=True)；\n"
         "不要调用它（也不要调用 F.scaled_dot_product_attention）：评分器会拦截。",
     ),
-    "mistakes": {"concat_no_transpose": ("拼接各头的上下文时没有先把头的轴移到特征旁边",
-                                        "上下文是 (B, H, Tq, d)：直接 reshape 成 (B, Tq, H*d) 会把不同头的查询混进同一行。"
-                                        "必须先把头的轴移到特征旁边。",
-                                        "context.transpose(1, 2).reshape(B, Tq, H * d)：先变成 (B, Tq, H, d)，再展平最后两维。"),
+    "mistakes": {"concat_no_transpose": CONCAT_NO_TRANSPOSE_ZH,
                  "mask_3d_as_batch": ("把 3 维掩码当成 (B, Tq, Tk)，再给它加了头的轴",
                                      "掩码像任何张量一样从右边广播到 (B, H, Tq, Tk)：3 维掩码是 (H, Tq, Tk)，每个头一份，对所有批次行相同。"
                                      "按批次的掩码 (B, Tq, Tk) 由调用者以 mask[:, None] 传入。",

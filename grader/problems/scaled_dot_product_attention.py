@@ -2,7 +2,10 @@
 import torch
 
 from ..spec import SCORE_BOUND, Method, Mistake, Problem
-from ._common import BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, negative_qk, scale_scores
+from ._common import (
+    BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, negative_qk,
+    scale_scores,
+)
 
 SCORES = "scores = queries @ keys.transpose(-2, -1) / d**0.5"
 MISTAKES = BOOLEAN_MASK_MISTAKES + (
