@@ -242,7 +242,6 @@ def check_dropout(ctx):
     tol = tolerance("float64")
     counts = {"kept": 0, "dropped": 0}
     for case in ctx.of("dropout"):
-        res = ctx.result(case)
         if not case.call["train"]:
             first, second = ctx.outputs(case), ctx.outputs(case, 1)
             for name, a, b in zip(ctx.problem.outputs, first, second):
