@@ -52,7 +52,7 @@ class GradeOutsideKernel(Preprocessor):
                     else:
                         directory = Path(tmp) / pid
                         directory.mkdir()
-                        reports[pid] = grade_cells(pid, needed, directory)
+                        reports[pid] = grade_cells(pid, needed, directory, stop_server=False)  # reused per notebook
                 cell.outputs = _outputs(pid, cid, reports[pid])
         return nb, resources
 

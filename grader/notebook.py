@@ -25,8 +25,16 @@ class CheckFailed(AssertionError):
         return [f"{type(self).__name__}: {lines[0]}", *lines[1:]]
 
 
+def _graded_outside() -> bool:
+    """Under `nbgrader autograde` with attnkit's course configuration: the points come from grader/nbgrade.py."""
+    return os.environ.get("NBGRADER_EXECUTION") == "autograde" and os.environ.get("ATTNKIT_OUTSIDE_KERNEL") == "1"
+
+
 def start() -> None:
-    """Start the grading workers' server now, so that it loads torch while the notebook runs."""
+    """Start the grading workers' server now, so that it loads torch while the notebook runs (not when the
+    kernel does no grading: a server left running would hold up the kernel's shutdown)."""
+    if _graded_outside():
+        return
     from .forkserver import warm_up
 
     warm_up()
@@ -67,10 +75,10 @@ def report(pid: str):
     return _REPORTS[key]
 
 
-def grade_cells(pid: str, cells: dict[str, str], directory: Path):
+def grade_cells(pid: str, cells: dict[str, str], directory: Path, stop_server: bool = True):
     """Grade the implementation cells of a problem ({problem: cell source}, itself and what it imports),
-    written as modules into `directory`; then stop the workers' server (no child outlives the grading:
-    a kernel would wait for it at shutdown)."""
+    written as modules into `directory`; then, in a kernel, stop the workers' server (no child may outlive
+    the grading: the kernel would wait for it at shutdown)."""
     from .grading import grade
 
     for dep, source in cells.items():
@@ -79,9 +87,10 @@ def grade_cells(pid: str, cells: dict[str, str], directory: Path):
     try:
         return grade(directory, [pid])
     finally:
-        from .forkserver import stop
+        if stop_server:
+            from .forkserver import stop
 
-        stop()
+            stop()
 
 
 def check(pid: str, cid: str) -> None:
@@ -89,7 +98,7 @@ def check(pid: str, cid: str) -> None:
     Under `nbgrader autograde` with attnkit's course configuration the points are computed outside this
     kernel (grader/nbgrade.py), which rewrites this cell's output: grading here too would only cost time.
     Without that configuration (its flag unset) the kernel grades, as before."""
-    if os.environ.get("NBGRADER_EXECUTION") == "autograde" and os.environ.get("ATTNKIT_OUTSIDE_KERNEL") == "1":
+    if _graded_outside():
         print(f"{pid}::{cid}: graded outside the kernel by nbgrader's attnkit step")
         return
     result = next(c for c in report(pid).problems[0].checks if c.id == cid)

@@ -142,7 +142,7 @@ def test_batch_grades_everything_resumes_and_survives_bad_submissions(tmp_path):
     (subs / "broken.zip").write_text("not a zip")
     (subs / "notes.txt").write_text("ignored")
     out = tmp_path / "results"
-    r = attnkit("grade-batch", str(subs), "--out", str(out), "--timeout", "10")
+    r = attnkit("grade-batch", str(subs), "--out", str(out), "--timeout", "5")
     assert r.returncode == 0, r.stderr
     rows = {row["submission"]: row for row in csv.DictReader((out / "grades.csv").open())}
     full = str(sum(v for p in all_problems() for k, v in p.points.items() if not k.startswith("cuda")))
@@ -153,7 +153,7 @@ def test_batch_grades_everything_resumes_and_survives_bad_submissions(tmp_path):
     before = (out / "good.json").stat().st_mtime_ns
     again = attnkit("grade-batch", str(subs), "--out", str(out))
     assert again.returncode == 0 and (out / "good.json").stat().st_mtime_ns == before  # skipped, not regraded
-    forced = attnkit("grade-batch", str(subs), "--out", str(out), "--force", "--timeout", "10")
+    forced = attnkit("grade-batch", str(subs), "--out", str(out), "--force", "--timeout", "5")
     assert forced.returncode == 0 and (out / "good.json").stat().st_mtime_ns != before
 
 

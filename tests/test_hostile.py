@@ -63,7 +63,9 @@ def test_hostile_submission(tmp_path, attack):
     code, reason = ATTACKS[attack]
     impl = make_impl(tmp_path / "impl", {"additive_attention.py": code})
     before = {str(d): snapshot(d) for d in GUARDED + [impl]}
-    report = grade(impl, timeout=6, limits=Limits(memory_mb=2048, output_kb=256))
+    # the attacked problem, its prerequisite and one more: the others are graded normally beside it
+    report = grade(impl, ["masked_softmax", "additive_attention", "luong_attention"], timeout=6,
+                   limits=Limits(memory_mb=2048, output_kb=256))
     after = {str(d): snapshot(d) for d in GUARDED + [impl]}
     attacked = report.problem("additive_attention")
     assert attacked.score == 0 and attacked.status in ("failed", "not_started")
