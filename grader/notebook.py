@@ -13,7 +13,6 @@ from pathlib import Path
 from .problems import get
 
 _REPORTS: dict = {}
-_TMP = tempfile.TemporaryDirectory(prefix="attnkit-notebook-")
 
 
 class CheckFailed(AssertionError):
@@ -69,9 +68,8 @@ def report(pid: str):
     cells = _cells(pid)
     key = hashlib.sha256(repr(sorted(cells.items())).encode()).hexdigest()
     if key not in _REPORTS:
-        directory = Path(_TMP.name) / key[:16]
-        directory.mkdir(exist_ok=True)
-        _REPORTS[key] = grade_cells(pid, cells, directory)
+        with tempfile.TemporaryDirectory(prefix="attnkit-notebook-") as directory:  # gone once graded
+            _REPORTS[key] = grade_cells(pid, cells, Path(directory))
     return _REPORTS[key]
 
 

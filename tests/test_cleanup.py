@@ -42,3 +42,12 @@ def test_grade_leaves_no_file_and_no_process(tmp_path):
         assert _processes_with(str(on_path)) == [], "a process of the grading outlived the command"
     finally:
         os.rmdir(on_path)
+
+
+def test_importing_the_notebook_helpers_leaves_nothing(tmp_path):
+    """Every Jupyter kernel imports grader.notebook: it must not leave a directory behind when the kernel dies."""
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    code = "import os, grader.notebook, grader.nbgrade; os._exit(0)"  # killed like a kernel: no clean-up runs
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(own_tmp)}, timeout=120)
+    assert proc.returncode == 0 and sorted(os.listdir(own_tmp)) == []
