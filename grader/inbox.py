@@ -86,8 +86,7 @@ def message(frame: bytes) -> dict:
     if not isinstance(msg, dict) or len(msg) not in (1, 2):
         raise Malformed("not a message")
     if set(msg) == {"hello"}:
-        hello = _dict(msg["hello"], {"cuda": bool}, {"pid": (int, type(None)), "uid": (int, type(None))})
-        return {"hello": {"cuda": hello["cuda"]}}  # identities are the parent's own; nothing else is used
+        return {"hello": _dict(msg["hello"], {"cuda": bool}, {})}  # no identity: the parent derives its own
     if set(msg) == {"loaded"}:
         return {"loaded": None if msg["loaded"] is None else clean(msg["loaded"])}
     if set(msg) == {"key", "result"} and isinstance(msg["key"], str):
