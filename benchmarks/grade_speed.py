@@ -1,7 +1,8 @@
 """Full grading time as a ratio to the floor of `python -c "import torch"` plus pytest's start-up.
 
 The floor and the grading are measured in the same run, interleaved, and the medians are
-compared, so the ratio holds on any machine. Targets: at most 1.5x with the first four problems
+compared, so the ratio holds on any machine. Where bubblewrap works, grading inside it is
+measured too, and reported against grading without it ($ATTNKIT_SANDBOX=off). Targets: at most 1.5x with the first four problems
 (issue 2), at most 2x with all eight (issue 6).
 
     python benchmarks/grade_speed.py [--repeat 7] [--impl solutions]
@@ -9,6 +10,7 @@ compared, so the ratio holds on any machine. Targets: at most 1.5x with the firs
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -19,9 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def timed(cmd: list[str], cwd: Path) -> float:
+def timed(cmd: list[str], cwd: Path, sandbox: str | None) -> float:
+    env = {**os.environ, "ATTNKIT_SANDBOX": sandbox} if sandbox else None
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(cmd, cwd=cwd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     return time.perf_counter() - start
 
 
@@ -31,25 +34,38 @@ def main(argv=None) -> int:
     ap.add_argument("--impl", default="solutions")
     args = ap.parse_args(argv)
     py = sys.executable
+    sys.path.insert(0, str(ROOT))
+    from grader.jail import unusable
+
+    bwrap = unusable() is None
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "test_empty.py").write_text("def test_nothing():\n    pass\n")
+        grade = [py, "-m", "grader.cli", "grade", "--impl", args.impl]
         commands = {
-            "import torch": [py, "-c", "import torch"],
-            "pytest start-up": [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", tmp],
-            "attnkit grade": [py, "-m", "grader.cli", "grade", "--impl", args.impl],
-            "pytest --impl": [py, "-m", "pytest", "-q", "--impl", args.impl],
+            "import torch": ([py, "-c", "import torch"], None),
+            "pytest start-up": ([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", tmp], None),
+            "attnkit grade": (grade, "off"),
+            "pytest --impl": ([py, "-m", "pytest", "-q", "--impl", args.impl], "off"),
         }
+        if bwrap:
+            commands["grade in bwrap"] = (grade, "bwrap")
+            commands["pytest in bwrap"] = ([py, "-m", "pytest", "-q", "--impl", args.impl], "bwrap")
         times = {name: [] for name in commands}
         for _ in range(args.repeat):
-            for name, cmd in commands.items():
-                times[name].append(timed(cmd, ROOT))
+            for name, (cmd, sandbox) in commands.items():
+                times[name].append(timed(cmd, ROOT, sandbox))
     med = {name: statistics.median(t) for name, t in times.items()}
     floor = med["import torch"] + med["pytest start-up"]
     for name, t in med.items():
         print(f"{name:<18} median {t:6.2f} s")
     print(f"{'floor':<18} median {floor:6.2f} s  (import torch + pytest start-up)")
-    for name in ("attnkit grade", "pytest --impl"):
-        print(f"ratio {name:<12} {med[name] / floor:5.2f}x the floor (target <= 2x for eight problems)")
+    for name in ("attnkit grade", "pytest --impl", "grade in bwrap", "pytest in bwrap"):
+        if name in med:
+            print(f"ratio {name:<15} {med[name] / floor:5.2f}x the floor (target <= 2x for eight problems)")
+    if bwrap:
+        print(f"bubblewrap costs {med['grade in bwrap'] / med['attnkit grade']:5.2f}x the grading without it")
+    else:
+        print(f"bubblewrap not measured: {unusable()}")
     return 0
 
 

@@ -49,6 +49,7 @@ def submissions(folder: Path) -> list[Path]:
 
 
 def run(folder, out, workers: int = 2, force: bool = False, **grading) -> dict[str, dict]:
+    """Grade every submission in `folder` (`grading`: grade()'s options; `attnkit grade-batch` sets sandbox=True)."""
     from .grading import grade
 
     folder, out = Path(folder), Path(out)

@@ -33,6 +33,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--problems", metavar="ID,...", help="grade only these problems (ids or unique prefixes)")
     g.add_argument("--report", metavar="REPORT.md", help="write the interviewer's report (markdown) here")
     g.add_argument("--junit", metavar="PATH.xml", help="write JUnit XML (one test case per check) here")
+    g.add_argument("--untrusted", action="store_true",
+                   help="someone else's code: refuse to grade without the OS sandbox (bubblewrap); --report implies it")
     add_limit_flags(g)
     g.set_defaults(run=cmd_grade)
     from .learner import cmd_hint, cmd_list, cmd_reset, cmd_solution
@@ -109,11 +111,9 @@ def main(argv=None) -> int:
         from .i18n import set_lang
 
         set_lang(args.lang)
-    if args.command in ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev"):
-        from .forkserver import warm_up
-
-        warm_up()  # the workers' forkserver imports torch while we do
     try:
+        if args.command in ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev"):
+            _warm_up(args)
         if hasattr(args, "impl") and args.command != "grade":
             args.impl = impl_dir(args.impl if args.impl is not None else default_impl())
         return args.run(args)
@@ -125,8 +125,31 @@ def main(argv=None) -> int:
         return 130
     finally:
         from .forkserver import stop
+        from .jail_process import stop as stop_sandboxes
 
         stop()  # the workers' server ends with the command, not a moment after it
+        stop_sandboxes()
+
+
+def untrusted(args) -> bool:
+    """Someone else's code: the sandbox is required (grade-batch, the Gradescope runner, --untrusted, --report)."""
+    return args.command in ("grade-batch", "gradescope") or bool(getattr(args, "untrusted", False) or
+                                                                 getattr(args, "report", None))
+
+
+def _warm_up(args) -> None:
+    """Start what grading needs while we import torch: a spare bubblewrap sandbox, else the forkserver.
+    Refuses here, before any work, when the sandbox is required and unusable."""
+    from .jail import decide
+
+    if args.command == "dev" or not decide(True if untrusted(args) else None):
+        from .forkserver import warm_up
+
+        warm_up()  # the workers' forkserver imports torch while we do
+        return
+    from .jail_process import warm_up as warm_up_sandbox
+
+    warm_up_sandbox(repeat=args.command in ("grade-batch", "watch", "list"))
 
 
 if __name__ == "__main__":

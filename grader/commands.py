@@ -41,9 +41,12 @@ def cmd_grade(args) -> int:
         argv += ["--problems", ",".join(problem_list(args.problems))]
     if junit:
         argv += [f"--junitxml={junit}"]
+    from .cli import untrusted
     from .sandbox import as_args
 
     argv += as_args(args)
+    if untrusted(args):
+        argv += ["--attnkit-untrusted"]
     try:
         pytest.main(argv, plugins=[Capture()])
     finally:
@@ -107,7 +110,8 @@ def cmd_batch(args) -> int:
     rows = run(args.submissions, args.out, workers=args.workers, force=args.force,
                problem_ids=problem_list(args.problems),
                seed=args.seed if args.seed is not None else DEFAULT_SEED,
-               timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(args))
+               timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(args),
+               sandbox=True)
     print(f"{len(rows)} submissions: results in {args.out} (grades.csv)")
     return 0
 

@@ -25,8 +25,9 @@ class GraderError(Exception):
 class Context:
     """What a judge sees: the spec, its cases, the learner's results and the reference's."""
 
-    def __init__(self, problem, cases, got, ref, failure=None, seed=None, failing_deps=()):
+    def __init__(self, problem, cases, got, ref, failure=None, seed=None, failing_deps=(), fault=False):
         self.problem, self.cases, self.got, self.ref, self.failure = problem, cases, got, ref, failure
+        self.fault = fault  # the failure is the grader's (its worker never started), never the learner's
         self.seed = seed
         self.failing_deps = failing_deps  # imported problems that fail their own checks: their mistakes may explain ours
 
@@ -35,6 +36,8 @@ class Context:
 
     def result(self, case) -> dict:
         res = self.got.get(case.key)
+        if res is None and self.fault:
+            raise GraderError(f"the grader could not run {call_text(self.problem, case)}: {self.failure}")
         if res is None:
             raise Failed(f"called {call_text(self.problem, case)}\nno result: {self.failure or 'the worker gave none'}")
         if res.get("grader_error"):

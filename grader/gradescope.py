@@ -21,7 +21,7 @@ KIT_PARTS = ("pyproject.toml", "README.md", "grader", "solutions")
 SETUP = """#!/usr/bin/env bash
 # Gradescope runs this once when it builds the autograder image.
 set -euo pipefail
-apt-get update -qq && apt-get install -y -qq python3-pip python3-venv > /dev/null
+apt-get update -qq && apt-get install -y -qq python3-pip python3-venv bubblewrap > /dev/null
 python3 -m pip install --quiet torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 python3 -m pip install --quiet -e /autograder/source/attnkit
 """
@@ -91,8 +91,9 @@ def results(report) -> dict:
     return {"score": report.score, "output": summary, "tests": tests, "stdout_visibility": "hidden"}
 
 
-def run(root) -> int:
-    """Grade root/submission, write root/results/results.json; a broken submission still gets results."""
+def run(root, sandbox: bool | None = True) -> int:
+    """Grade root/submission, write root/results/results.json; a broken submission still gets results.
+    Students' code: inside bubblewrap, which setup.sh installs (`sandbox=None` only for the kit's tests)."""
     from .grading import grade
     from .submission import open_submission
 
@@ -106,7 +107,7 @@ def run(root) -> int:
         data = {"score": 0, "output": f"{exc}. Upload the problem files ({files}).", "tests": []}
     else:
         try:
-            data = results(grade(impl))
+            data = results(grade(impl, sandbox=sandbox))
         finally:
             if unpacked:
                 unpacked.cleanup()

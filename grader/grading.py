@@ -15,6 +15,7 @@ from . import ROOT
 from .checks import CHECKS
 from .context import Context, Failed, GraderError
 from .harness import execute
+from .jail import decide
 from .loader import load_symbol
 from .pool import Pool
 from .problems import all_problems, get
@@ -74,21 +75,25 @@ def reference(problem):
     return load_symbol(REFERENCE_DIR, problem.id, problem.symbol, "attnkit_reference")
 
 
-def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEFAULT_TIMEOUT, limits=None) -> Report:
-    """Grade the implementation directory `impl`. Runs torch on one thread meanwhile (small tensors: more
-    threads only cost start-up time) and gives the caller back its own setting (a learner's kernel)."""
+def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEFAULT_TIMEOUT, limits=None,
+          sandbox: bool | None = None) -> Report:
+    """Grade the implementation directory `impl`. `sandbox`: run it inside bubblewrap (True: required,
+    False: never, None: $ATTNKIT_SANDBOX, by default whenever usable; jail.decide). Runs torch on one thread
+    meanwhile (small tensors: more threads only cost start-up time) and gives the caller back its own
+    setting (a learner's kernel)."""
+    jailed = decide(sandbox)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _grade(Path(impl).resolve(), problem_ids, seed, timeout, limits)
+        return _grade(Path(impl).resolve(), problem_ids, seed, timeout, limits, jailed)
     finally:
         torch.set_num_threads(threads)
 
 
-def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits) -> Report:
+def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: bool) -> Report:
     chosen = [get(pid) for pid in problem_ids] if problem_ids else all_problems()
     problems = _with_prerequisites(chosen)  # graded too, so that a failure is blamed on them only when they fail
-    pool = Pool(str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout, limits)
+    pool = Pool(str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout, limits, jailed)
     try:
         pool.wait_hello()
         cuda = any(w.hello and w.hello["cuda"] for w in pool.workers.values())
@@ -96,7 +101,7 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits) -> Report
         for p in problems:
             plans[p.id] = _plan(p, seed, cuda)
             pool.workers[p.id].submit([c.call for c in plans[p.id].values() if c.group != "imports"])
-        probes = _start_probes(impl, problems, plans, limits, timeout)
+        probes = _start_probes(impl, problems, plans, limits, timeout, jailed)
         refs = {p.id: _reference_results(p, seed, cuda) for p in problems}
         pool.run_until_idle()
         for (pid, key), future in probes.items():
@@ -122,7 +127,7 @@ def _with_prerequisites(chosen) -> list:
     return [p for p in all_problems() if p.id in ids]
 
 
-def _start_probes(impl, problems, plans, limits, timeout) -> dict:
+def _start_probes(impl, problems, plans, limits, timeout, jailed) -> dict:
     """Fresh-interpreter import checks (grader/probe.py), each in a thread while the workers run."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -132,7 +137,7 @@ def _start_probes(impl, problems, plans, limits, timeout) -> dict:
     if not keys:
         return {}
     pool = ThreadPoolExecutor(len(keys))
-    futures = {key: pool.submit(fresh_import, str(impl), key[0], limits, timeout) for key in keys}
+    futures = {key: pool.submit(fresh_import, str(impl), key[0], limits, timeout, jailed) for key in keys}
     pool.shutdown(wait=False)  # the futures run on; grade() collects them after the workers
     return futures
 
@@ -196,7 +201,7 @@ def _inputs_changed(cases, results) -> None:
 def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict) -> ProblemResult:
     _inputs_changed(cases, worker.results)
     failing_deps = tuple(r for r in problem.requires if getattr(statuses.get(r), "status", None) in ("failed", "not_started"))
-    ctx = Context(problem, cases, worker.results, refs, worker.failure, seed, failing_deps)
+    ctx = Context(problem, cases, worker.results, refs, worker.failure, seed, failing_deps, worker.fault)
     not_started = _not_started(problem, worker)
     checks = []
     for cid, points in problem.points.items():

@@ -38,6 +38,11 @@ class GradeOutsideKernel(Preprocessor):
             m = TAG.match(cell.source) if cell.cell_type == "code" else None
             if m and m.group(1) in ORDER:
                 cells[m.group(1)] = cell.source  # the last one wins, as in the kernel
+        from .jail import decide
+        from .jail_process import warm_up
+
+        decide(True)  # a clear error, before any work, where bubblewrap is unusable
+        warm_up(repeat=True)  # students' code: always inside bubblewrap (sandbox=True below refuses without it)
         reports: dict = {}
         with tempfile.TemporaryDirectory(prefix="attnkit-nbgrader-") as tmp:
             for cell in nb.cells:
@@ -52,7 +57,7 @@ class GradeOutsideKernel(Preprocessor):
                     else:
                         directory = Path(tmp) / pid
                         directory.mkdir()
-                        reports[pid] = grade_cells(pid, needed, directory, stop_server=False)  # reused per notebook
+                        reports[pid] = grade_cells(pid, needed, directory, stop_server=False, sandbox=True)  # reused per notebook
                 cell.outputs = _outputs(pid, cid, reports[pid])
         return nb, resources
 

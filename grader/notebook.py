@@ -73,7 +73,7 @@ def report(pid: str):
     return _REPORTS[key]
 
 
-def grade_cells(pid: str, cells: dict[str, str], directory: Path, stop_server: bool = True):
+def grade_cells(pid: str, cells: dict[str, str], directory: Path, stop_server: bool = True, sandbox: bool | None = None):
     """Grade the implementation cells of a problem ({problem: cell source}, itself and what it imports),
     written as modules into `directory`; then, in a kernel, stop the workers' server (no child may outlive
     the grading: the kernel would wait for it at shutdown)."""
@@ -83,12 +83,14 @@ def grade_cells(pid: str, cells: dict[str, str], directory: Path, stop_server: b
         header = "".join(f"from .{r} import {get(r).symbol}\n" for r in get(dep).requires)
         (directory / f"{dep}.py").write_text(header + source)
     try:
-        return grade(directory, [pid])
+        return grade(directory, [pid], sandbox=sandbox)
     finally:
         if stop_server:
             from .forkserver import stop
+            from .jail_process import stop as stop_sandboxes
 
             stop()
+            stop_sandboxes()
 
 
 def check(pid: str, cid: str) -> None:

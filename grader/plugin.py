@@ -33,6 +33,8 @@ def pytest_addoption(parser):
     group.addoption("--attnkit-only", action="store_true", help="grade only; collect no test files")
     group.addoption("--problems", dest="attnkit_problems", default=None, metavar="ID,...",
                     help="grade only these problems (ids or unique prefixes)")
+    group.addoption("--attnkit-untrusted", action="store_true",
+                    help="someone else's code: refuse to grade without the OS sandbox (bubblewrap)")
     from .sandbox import add_flags
 
     add_flags(group.addoption)
@@ -49,20 +51,27 @@ def pytest_configure(config):
 
     from .options import problem_list
 
+    from .jail import decide
+
     try:
         impl, unpacked = open_submission(o.impl if o.impl is not None else config.rootpath / "exercises")
         out = json_path(o.attnkit_json) if o.attnkit_json else None
         chosen = problem_list(o.attnkit_problems)
+        jailed = decide(True if o.attnkit_untrusted else None)
     except BadInput as exc:
         raise pytest.UsageError(f"attnkit: {exc}") from None
     config._attnkit_unpacked = unpacked  # a zip's temporary directory lives as long as the session
-    from .forkserver import warm_up
+    if jailed:
+        from .jail_process import stop, warm_up
 
-    warm_up()  # the workers' forkserver imports torch while pytest and the grader do
+        config.add_cleanup(stop)
+    else:
+        from .forkserver import warm_up
+    warm_up()  # the workers' sandbox or forkserver imports torch while pytest and the grader do
     only = o.attnkit_only or config.args_source != pytest.Config.ArgsSource.ARGS  # no test paths named: grade only
     from .sandbox import from_options
 
-    grader = Grader(impl, out, o.attnkit_seed, o.attnkit_timeout, only, from_options(o), chosen)
+    grader = Grader(impl, out, o.attnkit_seed, o.attnkit_timeout, only, from_options(o), chosen, jailed)
     config.pluginmanager.register(grader, "attnkit-grader")
 
 
@@ -102,9 +111,9 @@ class Grader:
     """Adds the graded items, grades lazily once, prints the table, writes the JSON."""
 
     def __init__(self, impl: Path, json_out: Path | None, seed: int, timeout: float, only: bool, limits=None,
-                 chosen=None):
+                 chosen=None, jailed: bool = False):
         self.impl, self.json_out, self.seed, self.timeout, self.only = impl, json_out, seed, timeout, only
-        self.limits, self.chosen = limits, chosen
+        self.limits, self.chosen, self.jailed = limits, chosen, jailed
         self.selected: list[str] = []
         self.report = None
 
@@ -141,7 +150,8 @@ class Grader:
         if self.report is None:
             from .grading import grade
 
-            self.report = grade(self.impl, self.selected, seed=self.seed, timeout=self.timeout, limits=self.limits)
+            self.report = grade(self.impl, self.selected, seed=self.seed, timeout=self.timeout, limits=self.limits,
+                                sandbox=self.jailed)
         return next(c for c in self.report.problem(problem).checks if c.id == check)
 
     def pytest_terminal_summary(self, terminalreporter):

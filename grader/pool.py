@@ -7,6 +7,7 @@ grader's open files.
 """
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import tempfile
@@ -15,33 +16,59 @@ from multiprocessing.connection import wait
 
 from .forkserver import bare_main, context
 from .files import remove_tree
-from .sandbox import Limits, hidden_paths, kill_all, scratch_dir, worker_uid
+from .sandbox import Limits, enter as enter_sandbox, hidden_paths, kill_all, scratch_dir, worker_uid
 from .inbox import FrameReader, Malformed, clean, message
 from .wire import dumps
 from .worker import serve
 
 
+STARTUP = 120.0  # seconds for a worker to say hello (a sandbox importing torch on a loaded machine)
+
+
 class Worker:
     """One problem's worker process and everything it has reported."""
 
-    def __init__(self, ctx, impl_dir: str, module: str, symbol: str, timeout: float, limits, hide):
-        self.conn, child = ctx.Pipe()
-        fd, self.log_path = tempfile.mkstemp(prefix=f"attnkit-{module}-", suffix=".log")
-        os.close(fd)
-        self.scratch = scratch_dir()  # removed in close(), whatever happened to the worker
-        self.proc = ctx.Process(
-            target=serve, args=(child, impl_dir, module, symbol, self.log_path, limits, hide, self.scratch), daemon=True
-        )
-        with bare_main():
-            self.proc.start()
-        child.close()
-        self.reader = FrameReader(self.conn.fileno())
-        self.timeout, self.deadline = timeout, time.monotonic() + timeout
+    def __init__(self, conn, proc, log_path: str, timeout: float, cleanup=None):
+        """`proc`: a started multiprocessing.Process, or a jail_process.JailedProcess; `cleanup()` runs at close."""
+        self.conn, self.proc, self.log_path, self.cleanup = conn, proc, log_path, cleanup
+        self.reader = FrameReader(self.conn.fileno()) if conn is not None else None
+        self.timeout, self.deadline = timeout, time.monotonic() + STARTUP  # the clock starts at hello
         self.hello = self.loaded = None
         self.got_loaded = False
         self.results: dict[str, dict] = {}
         self.pending: list[str] = []  # keys sent and not answered, in order
         self.failure: str | None = None  # why the worker stopped answering
+        self.fault = False  # it stopped before its hello: before any learner code ran, so never the learner's doing
+
+    @classmethod
+    def refused(cls, why: str, timeout: float) -> "Worker":
+        """A worker that never started: the submission could not be prepared (too large, too many files)."""
+        w = cls(None, None, "", timeout)
+        w.hello, w.loaded, w.got_loaded = {"cuda": False}, why, True
+        return w
+
+    @classmethod
+    def forked(cls, ctx, impl_dir: str, module: str, symbol: str, timeout: float, limits, hide) -> "Worker":
+        """A worker from the forkserver, sandboxed by sandbox.enter (no bubblewrap)."""
+        conn, child = ctx.Pipe()
+        fd, log_path = tempfile.mkstemp(prefix=f"attnkit-{module}-", suffix=".log")
+        os.close(fd)
+        scratch = scratch_dir()  # removed in close(), whatever happened to the worker
+        enter = functools.partial(enter_sandbox, impl_dir, limits, hide, scratch)
+        proc = ctx.Process(target=serve, args=(child, log_path, module, symbol, enter), daemon=True)
+        with bare_main():
+            proc.start()
+        child.close()
+
+        def cleanup():
+            kill_all(worker_uid(proc.pid), proc.pid)  # identities from what we started, never from the worker
+            try:
+                os.unlink(log_path)
+            except OSError:
+                pass
+            remove_tree(scratch)
+
+        return cls(conn, proc, log_path, timeout, cleanup)
 
     @property
     def busy(self) -> bool:
@@ -80,6 +107,7 @@ class Worker:
     def _take(self, msg: dict) -> None:
         if "hello" in msg:
             self.hello = msg["hello"]
+            self.deadline = time.monotonic() + self.timeout
         elif "loaded" in msg:
             self.loaded, self.got_loaded = msg["loaded"], True
             if self.loaded:
@@ -92,11 +120,21 @@ class Worker:
 
     def check_deadline(self, now: float) -> None:
         if self.busy and now > self.deadline:
-            self._stop(f"timed out after {self.timeout:g} s{self._where()} (an endless loop, or far too slow)")
+            if self.hello is None:
+                self._stop(f"the worker did not start within {STARTUP:g} s{self._said()}")
+            else:
+                self._stop(f"timed out after {self.timeout:g} s{self._where()} (an endless loop, or far too slow)")
+
+    def _said(self) -> str:
+        said = getattr(self.proc, "said", lambda: "")()
+        return f" (the sandbox said: {clean(said, 600)})" if said else ""
 
     def _died(self) -> None:
         self.proc.join(5)
         code = self.proc.exitcode
+        if self.hello is None:
+            self._stop(f"the worker process ended before it started (status {code}){self._said()}{self._log_tail()}")
+            return
         if code is not None and code < 0:
             try:
                 why = f"crashed with {signal.Signals(-code).name}"
@@ -112,7 +150,7 @@ class Worker:
         return f" while running call {self.pending[0]}" if self.pending else ""
 
     def _stop(self, why: str) -> None:
-        self.failure = why
+        self.failure, self.fault = why, self.hello is None
         self.close()
 
     def _log_tail(self, limit: int = 600) -> str:
@@ -127,6 +165,8 @@ class Worker:
 
     def close(self) -> None:
         """Stop the worker and every process it started; nothing of it outlives the grading."""
+        if self.proc is None:
+            return
         if self.proc.is_alive():
             try:
                 self.conn.send_bytes(dumps(None))
@@ -136,24 +176,36 @@ class Worker:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join()
-        kill_all(worker_uid(self.proc.pid), self.proc.pid)  # identities from what we started, never from the worker
         self.reader.close()
         self.conn.close()
-        try:
-            os.unlink(self.log_path)
-        except OSError:
-            pass
-        remove_tree(self.scratch)
+        if self.cleanup:
+            self.cleanup()
 
 
 class Pool:
     """One worker per problem; `run_until_idle` waits for every worker to answer or fail."""
 
-    def __init__(self, impl_dir: str, targets: dict[str, tuple[str, str]], timeout: float, limits: Limits | None = None):
-        ctx, hide = context(), hidden_paths()
+    def __init__(self, impl_dir: str, targets: dict[str, tuple[str, str]], timeout: float, limits: Limits | None = None,
+                 jailed: bool = False):
+        """`jailed`: every worker inside one bubblewrap sandbox for this submission (jail.py); else each
+        forked from the forkserver and sandboxed by sandbox.enter."""
+        limits = limits or Limits()
         self.workers: dict[str, Worker] = {}
+        self.jail = None
+        if jailed:
+            from .jail_process import JailedProcess, take
+
+            self.jail = take(impl_dir, list(targets.values()), limits)
+            for i, pid in enumerate(targets):
+                if self.jail.refused:
+                    self.workers[pid] = Worker.refused(self.jail.refused, timeout)
+                else:
+                    self.workers[pid] = Worker(self.jail.conns[i], JailedProcess(self.jail, i), self.jail.logs[i],
+                                               timeout)
+            return
+        ctx, hide = context(), hidden_paths()
         for pid, (module, symbol) in targets.items():
-            self.workers[pid] = Worker(ctx, impl_dir, module, symbol, timeout, limits or Limits(), hide)
+            self.workers[pid] = Worker.forked(ctx, impl_dir, module, symbol, timeout, limits, hide)
 
     def wait_hello(self) -> None:
         """Every worker says hello (and whether it sees CUDA) before running any learner code."""
@@ -180,3 +232,5 @@ class Pool:
     def close(self) -> None:
         for w in self.workers.values():
             w.close()
+        if self.jail:
+            self.jail.close()

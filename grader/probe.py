@@ -14,17 +14,24 @@ import threading
 
 from .files import remove_tree
 from .inbox import clean
-from .sandbox import Limits, hidden_paths, kill_all, scratch_dir, worker_uid
+from .jail import command, python
+from .sandbox import UID_BASE, Limits, chown_tree, copy_submission, hidden_paths, kill_all, scratch_dir, worker_uid
 
 BOOTSTRAP = """
 import importlib, json, os, sys, types
 import numpy  # noqa: F401 - loaded before the sandbox, whose uid may not read the interpreter's files
-from grader import sandbox
+from PACKAGE import sandbox
 
-impl, module, limits, hide, scratch, fd = json.loads(sys.argv[1])
+impl, module, limits, hide, scratch, fd, jailed = json.loads(sys.argv[1])
 out = os.fdopen(fd, "w", buffering=1)
+uid = sys.stdin.readline().strip()  # jailed as root: the uid the parent chose for this sandbox
 nonce = sys.stdin.readline().strip()  # known to the parent only; every line to it carries it
 sys.stdin.close()
+if uid:
+    os.setgroups([])
+    os.setgid(int(uid))
+    os.setuid(int(uid))
+    sandbox.dumpable()
 
 
 def tell(kind, detail=""):
@@ -42,7 +49,8 @@ class Watch:
 
 
 sys.meta_path.insert(0, Watch)
-work, uid = sandbox.enter(impl, sandbox.Limits(**limits), hide, scratch)
+limits = sandbox.Limits(**limits)
+work, _ = sandbox.enter_jailed(sandbox.SUBMISSION, limits) if jailed else sandbox.enter(impl, limits, hide, scratch)
 tell("start")
 package = types.ModuleType("attnkit_submission")
 package.__path__ = [work]
@@ -56,31 +64,52 @@ tell("imported")
 """
 
 
-def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float) -> dict:
+def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float, jailed: bool = False) -> dict:
     """A worker-style result: {"ok": True, "modules": [...]} or {"ok": False, "error": {...}}.
 
     The probe reports on a pipe of its own, each line carrying a nonce it read from stdin before any learner
     code ran (printing a result line proves nothing), and a request for torch is written the moment it is
-    made, before the learner's code runs on: a line that says torch was asked for cannot be taken back."""
+    made, before the learner's code runs on: a line that says torch was asked for cannot be taken back.
+    `jailed`: inside bubblewrap, where torch's directory is an empty one (jail.py)."""
     scratch = scratch_dir()
     nonce = secrets.token_hex(16)
+    limits = limits or Limits()
     read_end, write_end = os.pipe()
-    args = json.dumps([impl, module, dataclasses.asdict(limits or Limits()), hidden_paths(), scratch, write_end])
-    proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", BOOTSTRAP, args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.PIPE, text=True, pass_fds=(write_end,))
+    args = json.dumps([impl, module, dataclasses.asdict(limits), hidden_paths(), scratch, write_end, jailed])
+    boot = BOOTSTRAP.replace("PACKAGE", __package__)
+    if jailed:
+        try:
+            copy_submission(impl, limits, scratch)
+        except OSError as exc:
+            remove_tree(scratch)
+            os.close(read_end)
+            os.close(write_end)
+            why = f"the grader could not sandbox this submission ({exc})"
+            return {"ok": False, "error": {"type": "ImportError", "text": why, "message": why, "value_error": False}}
+        argv = command(scratch, hide=(_torch_dir(),)) + python(boot, args)
+    else:
+        argv = [sys.executable, "-I", "-B", "-c", boot, args]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.PIPE,
+                            text=True, pass_fds=(write_end,))
     os.close(write_end)
+    uid = UID_BASE + proc.pid if jailed and os.geteuid() == 0 else None
+    if uid is not None:
+        chown_tree(scratch, uid)
     lines: list = []
     reader = threading.Thread(target=_collect, args=(read_end, lines), daemon=True)
     reader.start()
     timed_out = False
     try:
-        proc.stdin.write(nonce + "\n")
+        proc.stdin.write(f"{uid or ''}\n{nonce}\n")
         proc.stdin.close()
         proc.wait(timeout=timeout)
     except (subprocess.TimeoutExpired, OSError):
         timed_out = True
     finally:
-        kill_all(worker_uid(proc.pid), proc.pid)  # from the pid we started: nothing the probe said
+        if jailed:
+            proc.kill()  # bwrap: its namespace dies with it
+            proc.wait()
+        kill_all(uid if jailed else worker_uid(proc.pid), proc.pid)  # from the pid we started: nothing the probe said
         proc.wait()
         reader.join(5)
         remove_tree(scratch)
@@ -94,6 +123,12 @@ def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float) 
     why = clean(error or (f"importing {module}.py did not finish within {timeout:g} s" if timed_out
                           else f"the fresh interpreter exited with code {proc.returncode} before reporting"))
     return {"ok": False, "error": {"type": "ImportError", "text": why, "message": why, "value_error": False}}
+
+
+def _torch_dir() -> str:
+    import torch
+
+    return os.path.dirname(os.path.realpath(torch.__file__))
 
 
 def _collect(fd: int, lines: list, limit: int = 1 << 20) -> None:

@@ -100,16 +100,48 @@ def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> t
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-        # a uid change leaves /proc/self owned by root: give it back to the worker's own uid, so that it can
-        # reset and read its own peak resident memory (intercept.ResidentPeak); only that uid may use it
-        _libc().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-    _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        dumpable()
+    no_new_privileges()
+    _settle(work, limits)
+    return str(work), uid
+
+
+def enter_jailed(work: str, limits: Limits) -> tuple[str, None]:
+    """Inside bubblewrap (jail.py), which has done the isolation: a session of its own, the limits."""
+    os.setsid()
+    no_new_privileges()
+    _settle(Path(work), limits)
+    return work, None
+
+
+def _settle(work: Path, limits: Limits) -> None:
     os.environ.clear()
     os.environ.update(PATH="/usr/bin:/bin", HOME=str(work), LANG="C.UTF-8", OMP_NUM_THREADS="1",
                       PYTHONDONTWRITEBYTECODE="1")
     _limit(limits)
     os.chdir(work)
-    return str(work), uid
+
+
+def dumpable() -> None:
+    """A uid change leaves /proc/self owned by root: give it back to the process's own uid, so that it can
+    reset and read its own peak resident memory (intercept.ResidentPeak); only that uid may use it."""
+    _libc().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+
+
+def no_new_privileges() -> None:
+    _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+def copy_submission(impl_dir: str, limits: Limits, scratch: str) -> None:
+    """The parent's private copy of a submission for a jailed worker (sizes checked before reading)."""
+    for name, data in _read(Path(impl_dir), limits).items():
+        (Path(scratch) / name).parent.mkdir(parents=True, exist_ok=True)
+        (Path(scratch) / name).write_bytes(data)
+
+
+def chown_tree(path: str, uid: int) -> None:
+    for p in [Path(path), *Path(path).rglob("*")]:
+        os.chown(p, uid, uid, follow_symlinks=False)
 
 
 MAX_FILES = 1000

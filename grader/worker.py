@@ -15,17 +15,18 @@ from .wire import dumps, loads
 PACKAGE = "attnkit_submission"
 
 
-def serve(conn, impl_dir: str, module: str, symbol: str, log_path: str, limits, hide: list, scratch: str) -> None:
-    """Worker entry point: sandbox, hello, read the calls, load the module, answer; more batches until None."""
-    _redirect_output(log_path)
+def serve(conn, log, module: str, symbol: str, enter) -> None:
+    """Worker entry point: sandbox (`enter()` -> (the submission copy's path, uid)), hello, read the calls,
+    load the module, answer; more batches until None. `log` is the log's path, or an open descriptor."""
+    _redirect_output(log)
     import torch
 
-    from . import harness, intercept, sandbox
+    from . import harness, intercept
 
     torch.set_num_threads(1)
     cuda = torch.cuda.is_available()
     try:
-        work, _ = sandbox.enter(impl_dir, limits, hide, scratch)
+        work, _ = enter()
     except Exception as exc:  # noqa: BLE001 - fail closed: no learner code runs unsandboxed
         conn.send_bytes(dumps({"hello": {"cuda": cuda}}))
         conn.send_bytes(dumps({"loaded": f"the grader could not sandbox this submission ({exc})"}))
@@ -69,9 +70,9 @@ def _run(harness, call, target, impl_dir) -> dict:
         return {"ok": False, "error": {**error, "value_error": isinstance(exc, ValueError)}}
 
 
-def _redirect_output(log_path: str) -> None:
-    """The learner's prints go to a log the grader reads back on a crash."""
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def _redirect_output(log) -> None:
+    """The learner's prints go to a log the grader reads back on a crash (a path, or a descriptor to take)."""
+    fd = log if isinstance(log, int) else os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)

@@ -1,13 +1,34 @@
-"""Helpers for the kit's own tests: build implementation directories and grade them."""
+"""Helpers for the kit's own tests: build implementation directories and grade them.
+
+The suite grades without bubblewrap by default ($ATTNKIT_SANDBOX=off, inherited by the commands it
+starts): most tests are about verdicts, which do not depend on the process launcher. Tests about
+isolation take `SANDBOXES` (both launchers), or `needs_bwrap`; where bwrap is unusable those are
+skipped visibly, and fail instead under $ATTNKIT_REQUIRE_SANDBOX=1 (CI installs bubblewrap and sets it).
+"""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from grader import ROOT
-from grader.grading import grade
+os.environ.setdefault("ATTNKIT_SANDBOX", "off")
+
+from grader import ROOT  # noqa: E402
+from grader.grading import grade  # noqa: E402
+from grader.jail import unusable  # noqa: E402
+
+
+def _bwrap_mark():
+    why = unusable()
+    if why and os.environ.get("ATTNKIT_REQUIRE_SANDBOX") == "1":
+        raise RuntimeError(f"ATTNKIT_REQUIRE_SANDBOX=1, and {why}")
+    return pytest.mark.skipif(why is not None, reason=f"bubblewrap: {why}")
+
+
+needs_bwrap = _bwrap_mark()
+SANDBOXES = [pytest.param(False, id="process"), pytest.param(True, id="bwrap", marks=needs_bwrap)]
 
 SOLUTIONS = ROOT / "solutions"
 
@@ -32,3 +53,14 @@ def snapshot(directory: Path) -> dict:
 @pytest.fixture(scope="session")
 def solutions_report():
     return grade(SOLUTIONS)
+
+
+@pytest.fixture(scope="module")
+def spare_sandboxes():
+    """Tests that grade in bubblewrap one after another: each finds a sandbox already started (as `grade-batch`)."""
+    from grader import jail_process
+
+    if unusable() is None:
+        jail_process.warm_up(repeat=True)
+    yield
+    jail_process.stop()

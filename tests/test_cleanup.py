@@ -8,7 +8,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from conftest import SOLUTIONS
+import pytest
+
+from conftest import SANDBOXES, SOLUTIONS
+from grader.jail import CODE_DIR
 
 
 def _processes_with(marker: str) -> list[str]:
@@ -24,22 +27,26 @@ def _processes_with(marker: str) -> list[str]:
     return out
 
 
-def test_grade_leaves_no_file_and_no_process(tmp_path):
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_grade_leaves_no_file_and_no_process(tmp_path, sandbox):
     """A directory under /tmp on PYTHONPATH keeps /tmp shared with the workers: their private copies and logs
-    land in the real /tmp and must still be removed, and the forkserver must be gone when the command ends."""
+    land in the real /tmp and must still be removed, and the forkserver, or bubblewrap and everything in its
+    namespace, must be gone when the command ends."""
     on_path = Path(tempfile.mkdtemp(prefix="cleanup-path-", dir="/tmp"))
     own_tmp = tmp_path / "tmp"  # TMPDIR of the command: what it leaves is its own, whatever else runs meanwhile
     own_tmp.mkdir()
     marker = f"attnkit-cleanup-{os.getpid()}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(on_path), os.environ.get("PYTHONPATH", "")]),
-           "TMPDIR": str(own_tmp)}
+           "TMPDIR": str(own_tmp), "ATTNKIT_SANDBOX": "bwrap" if sandbox else "off"}
     code = f"import sys; sys.argv[0] = {marker!r}; from grader.cli import main; sys.exit(main(['grade', '--impl', " \
            f"{str(SOLUTIONS)!r}, '--problems', 'numpy,masked']))"
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert sorted(os.listdir(own_tmp)) == []
-        assert _processes_with(str(on_path)) == [], "a process of the grading outlived the command"
+        assert "without the OS sandbox" not in proc.stderr
+        for trace in (str(on_path), str(own_tmp), CODE_DIR):  # the forkserver; bwrap; the sandbox's server, workers
+            assert _processes_with(trace) == [], "a process of the grading outlived the command"
     finally:
         os.rmdir(on_path)
 

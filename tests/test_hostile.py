@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import SOLUTIONS, make_impl, snapshot
+from conftest import SANDBOXES, SOLUTIONS, make_impl, snapshot
 from grader import ROOT
 from grader.grading import grade
 from grader.problems import all_problems
@@ -58,14 +58,15 @@ def survivors() -> list[str]:
 
 
 @ROOT_ONLY
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
-def test_hostile_submission(tmp_path, attack):
+def test_hostile_submission(tmp_path, attack, sandbox, spare_sandboxes):
     code, reason = ATTACKS[attack]
     impl = make_impl(tmp_path / "impl", {"additive_attention.py": code})
     before = {str(d): snapshot(d) for d in GUARDED + [impl]}
     # the attacked problem, its prerequisite and one more: the others are graded normally beside it
     report = grade(impl, ["masked_softmax", "additive_attention", "luong_attention"], timeout=6,
-                   limits=Limits(memory_mb=2048, output_kb=256))
+                   limits=Limits(memory_mb=2048, output_kb=256), sandbox=sandbox)
     after = {str(d): snapshot(d) for d in GUARDED + [impl]}
     attacked = report.problem("additive_attention")
     assert attacked.score == 0 and attacked.status in ("failed", "not_started")

@@ -1,0 +1,87 @@
+"""Inside a submission's bubblewrap sandbox: import torch once, fork one worker per problem, report exits.
+
+Started by `jail_process.Jail` (possibly before the submission is known: a warm spare). The parent
+then sends one message on the control socket (SOCK_SEQPACKET): JSON {"uid": U or None, "limits": {...},
+"workers": [[module, symbol], ...]} with, per worker, its socket and its log file as passed
+descriptors. The server takes uid U (chosen by the parent, as root) before any worker exists, then
+reports {"exit": i, "code": c} per worker and obeys {"kill": i}. Nothing here is trusted by the
+parent beyond its own submission: a worker could take this process over.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+from multiprocessing.connection import Connection
+
+MAX_MESSAGE = 1 << 16
+
+
+def main(control_fd: int) -> None:
+    import torch
+
+    from . import harness, intercept, sandbox, worker, wire  # noqa: F401 - preloaded: every worker inherits them
+
+    torch.set_num_threads(1)
+    control = socket.socket(fileno=control_fd)
+    try:
+        data, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 256)
+        go = json.loads(data)
+    except (OSError, ValueError):
+        return
+    if go["uid"] is not None:
+        os.setgroups([])
+        os.setgid(go["uid"])
+        os.setuid(go["uid"])
+        sandbox.dumpable()
+    sandbox.no_new_privileges()
+    limits = sandbox.Limits(**go["limits"])
+    children = {}
+    for i, (module, symbol) in enumerate(go["workers"]):
+        fd, log_fd = fds[2 * i], fds[2 * i + 1]
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                control.close()
+                for other in fds[2 * i + 2:]:  # later workers' ends (earlier ones are closed already)
+                    os.close(other)
+                enter = lambda: sandbox.enter_jailed(sandbox.SUBMISSION, limits)  # noqa: E731
+                worker.serve(Connection(fd), log_fd, module, symbol, enter)
+            except BaseException:  # noqa: BLE001 - the worker reports its own failures; this is the last word
+                code = 1
+            finally:
+                os._exit(code)
+        children[pid] = i
+        os.close(fd)
+        os.close(log_fd)
+    threading.Thread(target=_obey, args=(control, children), daemon=True).start()
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid in children:
+            report = {"exit": children.pop(pid), "code": os.waitstatus_to_exitcode(status)}
+            control.send(json.dumps(report).encode())
+
+
+def _obey(control: socket.socket, children: dict) -> None:
+    """Kill the workers the parent gives up on (each leads its own process group)."""
+    while True:
+        try:
+            data = control.recv(MAX_MESSAGE)
+            order = json.loads(data) if data else None
+        except (OSError, ValueError):
+            return
+        if order is None:
+            return
+        for pid, i in list(children.items()):
+            if i == order.get("kill"):
+                for kill in (os.killpg, os.kill):  # its group once it has made one, else itself
+                    try:
+                        kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass

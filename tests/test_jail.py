@@ -1,0 +1,150 @@
+"""The OS sandbox (bubblewrap, grader/jail.py) holds against what a submission tries from inside.
+
+Each attack is additive_attention.py doing something at import and reporting what it saw in the
+exception it raises; the grade shows that report, so each test asserts what the code could reach.
+Where both launchers defend, the test runs with both (`SANDBOXES`).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import SANDBOXES, make_impl, needs_bwrap
+from grader import ROOT
+from grader.grading import grade
+from grader.jail import command, python_dirs
+from grader.sandbox import Limits
+
+PROBLEMS = ["masked_softmax", "additive_attention"]
+
+
+def _attack(tmp_path, code: str, sandbox=True, beside: bool = True):
+    """`beside`: the submission's other problem is graded normally (False where the attack hits its own
+    processes: one submission's problems share a sandbox)."""
+    impl = make_impl(tmp_path / "impl", {"additive_attention.py": code})
+    report = grade(impl, PROBLEMS, timeout=20, limits=Limits(memory_mb=2048), sandbox=sandbox)
+    attacked = report.problem("additive_attention")
+    assert attacked.score == 0
+    assert not beside or report.problem("masked_softmax").status == "passed"
+    return "\n".join(c.message for c in attacked.checks)
+
+
+@needs_bwrap
+def test_the_kit_and_the_host_are_not_in_view(tmp_path, spare_sandboxes):
+    """No path of the kit's checkout (README, solutions, grader, tests, .git: at most a virtual environment
+    inside it), nor the host's /root, /home or /etc."""
+    paths = [str(ROOT / "README.md"), str(ROOT / "pyproject.toml"), str(ROOT / "exercises"), str(ROOT / "solutions"), str(ROOT / "grader" / "checks.py"),
+             str(ROOT / "tests"), str(ROOT / ".git"), "/etc/passwd", "/home", "/root/.bashrc", "/var"]
+    code = (f"import os\nseen = [p for p in {paths!r} if os.path.exists(p)]\n"
+            f"seen += [n for n in (os.listdir({str(ROOT)!r}) if os.path.isdir({str(ROOT)!r}) else [])"
+            f" if os.path.join({str(ROOT)!r}, n) not in {list(python_dirs())!r}]\n"
+            "raise RuntimeError(f'SEEN={seen} PIDS={sorted(int(p) for p in os.listdir(\"/proc\") if p.isdigit())}')\n")
+    text = _attack(tmp_path, code)
+    assert "SEEN=[]" in text, text[:1500]
+    pids = eval(text.split("PIDS=")[1].split("]")[0] + "]")  # the namespace's own processes only: a handful
+    assert len(pids) < 20 and max(pids) < 100, pids
+
+
+@needs_bwrap
+def test_no_network(tmp_path, spare_sandboxes):
+    """A server listening on the host's loopback cannot be reached: the sandbox has a network of its own."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    code = ("import socket\ntry:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n    said = 'CONNECTED'\n"
+            "except OSError as exc:\n    said = f'BLOCKED {type(exc).__name__}'\nraise RuntimeError(said)\n")
+    try:
+        text = _attack(tmp_path, code)
+    finally:
+        server.close()
+    assert "BLOCKED" in text and "CONNECTED" not in text, text[:1500]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="without root, and without bubblewrap, one's own processes are reachable")
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_other_processes_cannot_be_killed(tmp_path, sandbox, spare_sandboxes):
+    """A process of the host (started here, as the grader's user) survives a submission that signals it and
+    every process it can see."""
+    victim = subprocess.Popen(["sleep", "300"])
+    code = ("import os, signal\nhits = []\n"
+            f"for pid in [{victim.pid}] + [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n"
+            "    if pid != os.getpid():\n        try:\n            os.kill(pid, signal.SIGKILL)\n"
+            "            hits.append(pid)\n        except OSError:\n            pass\n"
+            "raise RuntimeError(f'KILLED {hits}')\n")
+    try:
+        text = _attack(tmp_path, code, sandbox, beside=False)
+        assert victim.poll() is None, "the submission killed a process of the host"
+    finally:
+        victim.kill()
+        victim.wait()
+    assert "KILLED" in text, text[:1500]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="without root, and without bubblewrap, /tmp is shared")
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_tmp_is_private(tmp_path, sandbox, spare_sandboxes):
+    """What a submission writes in /tmp is its own: nothing appears in the host's /tmp."""
+    name = f"/tmp/attnkit-escape-{secrets.token_hex(6)}"
+    code = f"open({name!r}, 'w').write('x')\nraise RuntimeError('WROTE')\n"
+    text = _attack(tmp_path, code, sandbox)
+    assert "WROTE" in text, text[:1500]
+    assert not os.path.exists(name)
+
+
+@needs_bwrap
+def test_numpy_problem_cannot_hide_a_torch_import(tmp_path, spare_sandboxes):
+    """The NumPy problem's import check runs where torch's directory is empty: removing the grader's import
+    watcher and importing torch anyway gets nothing usable, and the check fails."""
+    from conftest import SOLUTIONS
+
+    source = (SOLUTIONS / "numpy_additive_attention.py").read_text()
+    sneaky = ("import sys\nsys.meta_path[:] = [f for f in sys.meta_path if getattr(f, '__name__', '') != 'Watch']\n"
+              "import torch.nn.functional\n" + source)
+    impl = make_impl(tmp_path / "impl", {"numpy_additive_attention.py": sneaky})
+    report = grade(impl, ["numpy_additive_attention"], timeout=20, sandbox=True)
+    check = next(c for c in report.problems[0].checks if c.id == "no_torch")
+    assert check.status == "failed", check.message
+
+
+@needs_bwrap
+def test_everything_the_submission_started_dies_with_the_namespace(tmp_path):
+    """Killing bwrap alone (no uid to search for, no process group) ends a process that left its session."""
+    marker = f"attnkit-jail-marker-{secrets.token_hex(4)}"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    shell = f"setsid sh -c 'sleep 300; :' {marker} & sleep 300"  # $0 of the detached shell is the marker
+    proc = subprocess.Popen(command(str(scratch)) + ["/bin/sh", "-c", shell])
+    try:
+        for _ in range(250):
+            if _with(marker):
+                break
+            time.sleep(0.02)
+        assert _with(marker), "the sandboxed process did not start"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    for _ in range(250):  # the kernel tears the namespace down asynchronously: give it a moment under load
+        if not _with(marker):
+            break
+        time.sleep(0.02)
+    assert _with(marker) == [], "a process outlived its sandbox"
+
+
+def _with(marker: str) -> list[int]:
+    out = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in open(f"/proc/{entry.name}/cmdline", "rb").read():
+                    out.append(int(entry.name))
+            except OSError:
+                continue
+    return out
