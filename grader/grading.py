@@ -58,6 +58,7 @@ class Report:
     max_score: float
     devices: dict
     problems: list[ProblemResult]
+    sandbox: str = "process"  # "bubblewrap": graded inside bwrap (jail.py); "process": sandbox.enter alone
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -116,7 +117,7 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
     return Report(
         impl=str(impl), seed=seed,
         score=sum(r.score for r in results), max_score=sum(r.max_score for r in results),
-        devices={"cpu": True, "cuda": cuda}, problems=results,
+        devices={"cpu": True, "cuda": cuda}, problems=results, sandbox="bubblewrap" if jailed else "process",
     )
 
 

@@ -36,7 +36,7 @@ def markdown(report, submission: str, argv: list[str]) -> str:
         f"- Graded: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} with attnkit {_kit_version()}, "
         f"Python {platform.python_version()}, torch {torch.__version__}, "
         f"{'CUDA' if report.devices.get('cuda') else 'CPU only (CUDA checks skipped, not counted)'}",
-        f"- Isolation: {isolation()}; hidden inputs seed {report.seed}", "",
+        f"- Isolation: {isolation(report.sandbox)}; hidden inputs seed {report.seed}", "",
         "| problem | status | score |", "|---|---|---|",
     ]
     lines += [f"| `{p.id}` | {p.status.replace('_', ' ')} | {p.score:g} / {p.max_score:g} |" for p in report.problems]

@@ -59,6 +59,7 @@ def to_json(report: Report) -> dict:
         "score": report.score,
         "max_score": report.max_score,
         "devices": report.devices,
+        "sandbox": report.sandbox,
         "problems": [
             {
                 "id": p.id, "status": p.status, "score": p.score, "max_score": p.max_score,

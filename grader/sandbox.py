@@ -72,9 +72,14 @@ def hidden_paths() -> list[str]:
     return [str(p) for p in kit if p.exists()]
 
 
-def isolation() -> str:
-    return "full (root: private mounts, unprivileged uid)" if os.geteuid() == 0 else \
-        "partial (not root: limits, scrubbed environment, private copy; the kit's files stay readable)"
+def isolation(sandbox: str = "process") -> str:
+    """How a grading was isolated, in words (its report's `sandbox`)."""
+    if sandbox == "bubblewrap":
+        return "bubblewrap (own PID, network and mount namespaces; " + \
+            ("an unprivileged uid)" if os.geteuid() == 0 else "a user namespace)")
+    return "process sandbox, root (private mounts, unprivileged uid; shared PID and network namespaces)" \
+        if os.geteuid() == 0 else \
+        "process sandbox, not root (limits, scrubbed environment, private copy; the kit's files stay readable)"
 
 
 def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> tuple[str, int | None]:

@@ -7,10 +7,13 @@ Where both launchers defend, the test runs with both (`SANDBOXES`).
 from __future__ import annotations
 
 import os
+import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -148,3 +151,57 @@ def _with(marker: str) -> list[int]:
             except OSError:
                 continue
     return out
+
+
+def _without_bwrap(tmp_path, *args, sandbox="auto"):
+    """Run `attnkit ARGS` where no bwrap can be found on PATH (a learner's laptop)."""
+    bin_dir = tmp_path / "bin"  # only what the kit's commands run besides bwrap
+    bin_dir.mkdir(exist_ok=True)
+    for tool in ("sleep", "sh"):
+        target = shutil.which(tool)
+        if target and not (bin_dir / tool).exists():
+            (bin_dir / tool).symlink_to(target)
+    env = {**os.environ, "PATH": str(bin_dir), "ATTNKIT_SANDBOX": sandbox}
+    code = "import sys; from grader.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("args", [["grade", "--untrusted"], ["grade", "--report", "REPORT"],
+                                  ["grade-batch", "SUBS", "--out", "OUT"]], ids=["untrusted", "report", "batch"])
+def test_untrusted_grading_refuses_without_the_sandbox(tmp_path, args):
+    """Someone else's code is never graded without bubblewrap: one line says what to install, exit 2, nothing written."""
+    subs = tmp_path / "subs"
+    make_impl(subs / "alice")
+    args = [str(tmp_path / "report.md") if a == "REPORT" else str(subs) if a == "SUBS" else
+            str(tmp_path / "out") if a == "OUT" else a for a in args]
+    if args[0] == "grade":
+        args += ["--impl", str(subs / "alice"), "--problems", "masked"]
+    proc = _without_bwrap(tmp_path, *args)
+    assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bwrap is not installed" in lines[0] and "apt-get install bubblewrap" in lines[0], lines
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "report.md").exists() and not (tmp_path / "out").exists()
+
+
+def test_own_code_is_graded_without_the_sandbox_with_a_notice(tmp_path):
+    """A learner without bubblewrap still grades their own code; one line says the OS sandbox is not in use."""
+    proc = _without_bwrap(tmp_path, "grade", "--impl", str(make_impl(tmp_path / "mine")), "--problems", "masked")
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    notices = [line for line in proc.stderr.splitlines() if "without the OS sandbox" in line]
+    assert len(notices) == 1 and "bwrap is not installed" in notices[0], proc.stderr
+    assert re.search(r"total\s+14/14", proc.stdout), proc.stdout[-1500:]
+
+
+@needs_bwrap
+def test_interviewer_report_grades_in_the_sandbox_and_says_so(tmp_path):
+    """`--report` implies --untrusted: the grading runs in bwrap, and both the report and the JSON record it."""
+    impl = make_impl(tmp_path / "candidate")
+    code = "import sys; from grader.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run([sys.executable, "-c", code, "grade", "--impl", str(impl), "--problems", "masked",
+                           "--report", str(tmp_path / "report.md"), "--json", str(tmp_path / "report.json")],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "ATTNKIT_SANDBOX": "off"})
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert "- Isolation: bubblewrap" in (tmp_path / "report.md").read_text()
+    assert __import__("json").loads((tmp_path / "report.json").read_text())["sandbox"] == "bubblewrap"
