@@ -35,21 +35,21 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     py = sys.executable
     sys.path.insert(0, str(ROOT))
-    from grader.jail import unusable
+    from attnkit.jail import unusable
 
     bwrap = unusable() is None
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "test_empty.py").write_text("def test_nothing():\n    pass\n")
-        grade = [py, "-m", "grader.cli", "grade", "--impl", args.impl]
+        grade = [py, "-m", "attnkit.cli", "grade", "--impl", args.impl]
         commands = {
             "import torch": ([py, "-c", "import torch"], None),
             "pytest start-up": ([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", tmp], None),
             "attnkit grade": (grade, "off"),
-            "pytest --impl": ([py, "-m", "pytest", "-q", "--impl", args.impl], "off"),
+            "pytest --impl": ([py, "-m", "pytest", "-q", "--attnkit-impl", args.impl], "off"),
         }
         if bwrap:
             commands["grade in bwrap"] = (grade, "bwrap")
-            commands["pytest in bwrap"] = ([py, "-m", "pytest", "-q", "--impl", args.impl], "bwrap")
+            commands["pytest in bwrap"] = ([py, "-m", "pytest", "-q", "--attnkit-impl", args.impl], "bwrap")
         times = {name: [] for name in commands}
         for _ in range(args.repeat):
             for name, (cmd, sandbox) in commands.items():

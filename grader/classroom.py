@@ -1,6 +1,6 @@
 """attnkit classroom init DIR: a GitHub Classroom autograding workflow, one graded step per check.
 
-Each step runs one check through pytest (`pytest --impl exercises -k "<problem> and <check>"`)
+Each step runs one check through pytest (`pytest --attnkit-impl exercises -k "<problem> and <check>"`)
 and is worth the spec's points, so Classroom's total equals attnkit's (CUDA checks are left
 out: GitHub's runners have no GPU). The workflow installs attnkit from KIT, a pip requirement
 (a git URL or a private index) that the instructor controls; note that students can read
@@ -23,7 +23,7 @@ def workflow(kit: str) -> str:
             if CHECKS[cid].needs_cuda:
                 continue
             sid = f"{p.id}-{cid}".replace("_", "-")
-            steps.append((sid, f"{p.id}: {cid}", f'python -m pytest --impl exercises -q -k "{p.id} and {cid}"', points))
+            steps.append((sid, f"{p.id}: {cid}", f'python -m pytest --attnkit-impl exercises -q -k "{p.id} and {cid}"', points))
     lines = [
         "name: Autograding", "on: [push, workflow_dispatch]", "permissions:", "  checks: write", "  actions: read",
         "  contents: read", "jobs:", "  grade:", "    runs-on: ubuntu-latest", "    timeout-minutes: 30", "    steps:",

@@ -49,7 +49,7 @@ def parser() -> argparse.ArgumentParser:
     _impl_arg(w)
     w.add_argument("--poll", type=float, default=0.05, metavar="SECONDS", help=argparse.SUPPRESS)
     w.add_argument("--max-regrades", type=int, default=None, help=argparse.SUPPRESS)
-    w.set_defaults(run=lambda a: __import__("grader.watch", fromlist=["cmd_watch"]).cmd_watch(a))
+    w.set_defaults(run=lambda a: __import__("attnkit.watch", fromlist=["cmd_watch"]).cmd_watch(a))
     s = sub.add_parser("solution", help="the reference solution, once your implementation passes")
     s.add_argument("problem")
     s.add_argument("--force", action="store_true", help="show it before passing (recorded in the state file)")

@@ -2,7 +2,9 @@
 (the learner's commands are in learner.py and watch.py; the parser is cli.py)."""
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 from .options import BadInput, default_impl, json_path
@@ -29,16 +31,19 @@ def cmd_grade(args) -> int:
         def pytest_sessionfinish(self, session):
             seen["grader"] = session.config.pluginmanager.get_plugin("attnkit-grader")
 
-    argv = [str(Path(__file__).parent), "-p", "no:terminal", "-p", "no:cacheprovider",
-            "--noconftest", "--attnkit-only", "--impl", str(impl),
-            "--seed", str(args.seed if args.seed is not None else DEFAULT_SEED),
-            "--problem-timeout", str(args.timeout if args.timeout is not None else DEFAULT_TIMEOUT)]
+    # No configuration but ours: an empty ini file and an empty folder to "collect" (never the submission's,
+    # whose pytest.ini could name plugins, nor the kit's package, which pytest would import under a second name).
+    empty = tempfile.TemporaryDirectory(prefix="attnkit-grade-")
+    argv = [empty.name, "-c", os.devnull, "--rootdir", empty.name, "-p", "no:terminal", "-p", "no:cacheprovider",
+            "--noconftest", "--attnkit-only", "--attnkit-impl", str(impl),
+            "--attnkit-seed", str(args.seed if args.seed is not None else DEFAULT_SEED),
+            "--attnkit-timeout", str(args.timeout if args.timeout is not None else DEFAULT_TIMEOUT)]
     if out:
-        argv += ["--json", str(out)]
+        argv += ["--attnkit-json", str(out)]
     if args.problems:
         from .options import problem_list
 
-        argv += ["--problems", ",".join(problem_list(args.problems))]
+        argv += ["--attnkit-problems", ",".join(problem_list(args.problems))]
     if junit:
         argv += [f"--junitxml={junit}"]
     from .cli import untrusted
@@ -50,6 +55,7 @@ def cmd_grade(args) -> int:
     try:
         pytest.main(argv, plugins=[Capture()])
     finally:
+        empty.cleanup()
         if unpacked:
             unpacked.cleanup()
     report = getattr(seen.get("grader"), "report", None)

@@ -30,7 +30,7 @@ c.Autograde.create_student = True
 import os  # noqa: E402
 
 from nbgrader.converters.autograde import Autograde  # noqa: E402
-from grader.nbgrade import GradeOutsideKernel  # noqa: E402
+from attnkit.nbgrade import GradeOutsideKernel  # noqa: E402
 
 _steps = list(Autograde.class_traits()["autograde_preprocessors"].default())
 c.Autograde.autograde_preprocessors = _steps[:1] + [GradeOutsideKernel] + _steps[1:]  # right after Execute

@@ -15,7 +15,7 @@ def context():
     if "forkserver" not in mp.get_all_start_methods():  # Windows: spawned workers import torch themselves
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["grader.worker"])
+    ctx.set_forkserver_preload(["attnkit.worker"])
     return ctx
 
 

@@ -29,7 +29,7 @@ RUN = """#!/usr/bin/env bash
 # Gradescope runs this for every submission.
 set -uo pipefail
 root="${AUTOGRADER_ROOT:-/autograder}"
-"${PYTHON:-python3}" -m grader.cli gradescope run --root "$root"
+"${PYTHON:-python3}" -m attnkit.cli gradescope run --root "$root"
 """
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from . import ROOT
+from . import REFERENCE_DIR
 from .checks import CHECKS
 from .context import Context, Failed, GraderError
 from .harness import execute
@@ -24,7 +24,6 @@ from .dropout import affine_map
 from .groups import build
 from .scenarios import as_reference
 
-REFERENCE_DIR = ROOT / "solutions"
 
 
 @dataclass

@@ -12,10 +12,14 @@ namespace's first process, and with it everything the submission started.
 from __future__ import annotations
 
 import functools
+import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 from .options import BadInput
@@ -144,3 +148,60 @@ def _gpu() -> list[str]:
 def _under(path: str, directory: str) -> bool:
     path, directory = os.path.realpath(path), os.path.realpath(directory)
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+class Sandbox:
+    """A started bwrap, and the one sure way to end it: kill the namespace's first process.
+
+    bwrap reports that process (its child, in our PID namespace) on --info-fd before any sandboxed code
+    runs; we hold it by a pidfd, so the signal cannot reach a reused pid. Killing bwrap alone is not
+    enough: --die-with-parent does not reliably take the namespace's first process with it (measured:
+    as root, it outlived bwrap with every process under it)."""
+
+    def __init__(self, argv: list[str], pass_fds=(), **popen):
+        info_read, info_write = os.pipe()
+        argv = [argv[0], "--info-fd", str(info_write), *argv[1:]]
+        try:
+            self.proc = subprocess.Popen(argv, pass_fds=(*pass_fds, info_write), **popen)
+        finally:
+            os.close(info_write)
+        self.info, self.pidfd = info_read, None
+
+    def _first_process(self, timeout: float) -> None:
+        """Hold the namespace's first process by a pidfd (bwrap writes its pid at once; EOF if it failed)."""
+        if self.pidfd is not None or self.info is None:
+            return
+        data = b""
+        end = time.monotonic() + timeout
+        while b"}" not in data and time.monotonic() < end:
+            ready, _, _ = select.select([self.info], [], [], max(0.0, end - time.monotonic()))
+            chunk = os.read(self.info, 4096) if ready else b""
+            if ready and not chunk:
+                break
+            data += chunk
+        try:
+            self.pidfd = os.pidfd_open(int(json.loads(data)["child-pid"]))
+        except (ValueError, KeyError, TypeError, OSError):
+            pass
+        finally:
+            os.close(self.info)
+            self.info = None
+
+    def started(self, timeout: float = 10.0) -> None:
+        """Call once bwrap has had a moment to start (before it can have exited)."""
+        if self.proc.poll() is None:
+            self._first_process(timeout)
+
+    def kill(self) -> None:
+        """Kill the namespace's first process (the kernel then kills every process in the namespace), then bwrap."""
+        self.started(1.0)
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+            os.close(self.pidfd)
+            self.pidfd = None
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()

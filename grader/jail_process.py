@@ -21,7 +21,7 @@ import time
 from multiprocessing.connection import Connection
 
 from .files import remove_tree
-from .jail import command, python
+from .jail import Sandbox, command, python
 from .sandbox import UID_BASE, chown_tree, copy_submission, kill_all, scratch_dir
 
 _spare: "Jail | None" = None
@@ -39,9 +39,10 @@ class Jail:
         self.errors = tempfile.TemporaryFile()  # bwrap's own complaints, for the grader's error message
         argv = command(self.scratch) + python(f"from {__package__}.jail_server import main; main({theirs.fileno()})")
         try:
-            self.proc = _launch(argv, theirs.fileno(), self.errors)
+            self.box = _launch(argv, theirs.fileno(), self.errors)
         finally:
             theirs.close()
+        self.proc = self.box.proc
 
     def assign(self, impl_dir: str, targets: list[tuple[str, str]], limits) -> None:
         """Copy the submission in (sizes checked before reading), then send the server its uid and workers."""
@@ -50,6 +51,7 @@ class Jail:
         except OSError as exc:  # too large, too many files: every problem fails with this reason
             self.refused = f"the grader could not sandbox this submission ({exc})"
             return
+        self.box.started()
         self.uid = UID_BASE + self.proc.pid if os.geteuid() == 0 else None  # chosen here, never said from inside
         if self.uid is not None:
             chown_tree(self.scratch, self.uid)  # the copy now belongs to that uid alone
@@ -116,11 +118,9 @@ class Jail:
         return self.errors.read(2000).decode("utf-8", "replace").strip()
 
     def kill(self) -> None:
-        """Kill the namespace: bwrap first (its first process follows, and the kernel kills every process
-        left in the namespace), then, as root, anything still running under the sandbox's uid."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
+        """Kill the namespace (its first process: the kernel kills every process left in it), then, as root,
+        anything still running under the sandbox's uid."""
+        self.box.kill()
         kill_all(self.uid, None)
 
     def close(self) -> None:
@@ -198,7 +198,7 @@ _requests: "queue.Queue | None" = None
 _launcher_lock = threading.Lock()
 
 
-def _launch(argv, fd: int, errors) -> subprocess.Popen:
+def _launch(argv, fd: int, errors) -> Sandbox:
     """Start bwrap from one long-lived thread: --die-with-parent kills a sandbox when the *thread* that
     started it ends (prctl's parent-death signal), and a batch's grading threads come and go."""
     global _requests
@@ -218,7 +218,7 @@ def _launcher(requests: queue.Queue) -> None:
     while True:
         argv, fd, errors, done = requests.get()
         try:
-            done.put(subprocess.Popen(argv, pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=errors, stderr=errors))
+            done.put(Sandbox(argv, pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=errors, stderr=errors))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             done.put(exc)
 

@@ -1,7 +1,7 @@
 """nbgrader's autograde, with attnkit's points computed outside the student's kernel.
 
 nbgrader runs a notebook's cells, the student's and the graded check cells, in one kernel: a
-student's cell can replace `grader.notebook.check` (or anything it calls) and every check cell
+student's cell can replace `attnkit.notebook.check` (or anything it calls) and every check cell
 then passes. This preprocessor runs in nbgrader's own process after its Execute step: it takes
 the implementation cells (`# attnkit: <problem>`) from the executed notebook, grades them with
 the sandboxed workers like any submission, and rewrites the output of every check cell

@@ -142,25 +142,25 @@ def _build(problem, kind: str, solution: str | None) -> nbformat.NotebookNode:
         cells.append(cell)
 
     add("md", statement(problem), _meta(f"statement_{pid}"))
-    add("code", "from grader.notebook import start\n\nstart()  # attnkit's grader warms up in the background",
+    add("code", "from attnkit.notebook import start\n\nstart()  # attnkit's grader warms up in the background",
         _meta(f"start_{pid}"))
     for dep in problem.requires + (pid,):
         add("code", cell_source(get(dep), solution), _meta(f"impl_{dep}", solution=True, locked=False))
     add("md", _say("quick"), _meta(f"quick_md_{pid}"))
-    add("code", f'from grader.notebook import quick_check\n\nquick_check("{pid}")', _meta(f"quick_{pid}"))
+    add("code", f'from attnkit.notebook import quick_check\n\nquick_check("{pid}")', _meta(f"quick_{pid}"))
     if source:
         add("md", _say("graded"), _meta(f"graded_md_{pid}"))
         for cid, points in problem.points.items():
             if CHECKS[cid].needs_cuda:
                 continue
-            add("code", f"# check {cid}: {CHECKS[cid].title} ({points} points)\nfrom grader.notebook import check\n\n"
+            add("code", f"# check {cid}: {CHECKS[cid].title} ({points} points)\nfrom attnkit.notebook import check\n\n"
                         f"### BEGIN HIDDEN TESTS\ncheck(\"{pid}\", \"{cid}\")\n### END HIDDEN TESTS",
                 _meta(f"check_{pid}_{cid}", grade=True, points=points))
     else:
         add("md", _say("full"))
-        add("code", f'from grader.notebook import grade_here\n\ngrade_here("{pid}")')
+        add("code", f'from attnkit.notebook import grade_here\n\ngrade_here("{pid}")')
     add("md", _say("weights"), _meta(f"weights_md_{pid}"))
-    add("code", f'from grader.notebook import show_weights\n\nshow_weights("{pid}")', _meta(f"weights_{pid}"))
+    add("code", f'from attnkit.notebook import show_weights\n\nshow_weights("{pid}")', _meta(f"weights_{pid}"))
     nb.cells = cells
     return nb
 

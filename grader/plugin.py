@@ -1,7 +1,9 @@
 """The pytest plugin: each (problem, check) is a test item worth the spec's points.
 
-`pytest` at the repo root grades exercises/; `--impl PATH` grades any directory that
-follows the contract. The learner's code runs in worker processes (see grading.py);
+`pytest` at the repo root grades exercises/; `--attnkit-impl PATH` grades any directory that
+follows the contract. Installed, the plugin is loaded by every pytest in the environment, so it
+stays inert unless asked: its options all start with --attnkit-, and it grades only when one of
+them is given or the project's own configuration says `attnkit_grade = true` (the kit's does). The learner's code runs in worker processes (see grading.py);
 failures show the check's own message instead of a traceback, and the score table is
 printed at the end. `attnkit grade` runs this same plugin through pytest.main.
 """
@@ -25,28 +27,29 @@ def pytest_addoption(parser):
     parser.addini("attnkit_grade", type="bool", default=False,
                   help="attnkit: a plain `pytest` in this project grades exercises/")
     group = parser.getgroup("attnkit", "attnkit grading")
-    group.addoption("--impl", default=None, metavar="PATH", help="directory to grade (default: exercises/)")
-    group.addoption("--json", dest="attnkit_json", default=None, metavar="PATH", help="write the JSON report here")
-    group.addoption("--seed", dest="attnkit_seed", type=int, default=DEFAULT_SEED, help="seed of the hidden inputs")
-    group.addoption("--problem-timeout", dest="attnkit_timeout", type=positive(float), default=DEFAULT_TIMEOUT,
+    group.addoption("--attnkit-impl", dest="attnkit_impl", default=None, metavar="PATH",
+                    help="directory (or .zip) to grade (default: exercises/)")
+    group.addoption("--attnkit-json", dest="attnkit_json", default=None, metavar="PATH", help="write the JSON report here")
+    group.addoption("--attnkit-seed", dest="attnkit_seed", type=int, default=DEFAULT_SEED, help="seed of the hidden inputs")
+    group.addoption("--attnkit-timeout", dest="attnkit_timeout", type=positive(float), default=DEFAULT_TIMEOUT,
                     metavar="SECONDS", help="wall-clock limit for each problem's worker")
     group.addoption("--attnkit-only", action="store_true", help="grade only; collect no test files")
-    group.addoption("--problems", dest="attnkit_problems", default=None, metavar="ID,...",
+    group.addoption("--attnkit-problems", dest="attnkit_problems", default=None, metavar="ID,...",
                     help="grade only these problems (ids or unique prefixes)")
     group.addoption("--attnkit-untrusted", action="store_true",
                     help="someone else's code: refuse to grade without the OS sandbox (bubblewrap)")
     from .sandbox import add_flags
 
-    add_flags(group.addoption)
+    add_flags(group.addoption, prefix="--attnkit-")
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "attnkit(problem, check, points): a graded check of the attnkit grader")
     o = config.option
-    explicit = o.impl is not None or o.attnkit_only or o.attnkit_json is not None
+    explicit = o.attnkit_impl is not None or o.attnkit_only or o.attnkit_json is not None
     default_run = config.getini("attnkit_grade") and config.args_source == pytest.Config.ArgsSource.TESTPATHS
     if not (explicit or default_run):
         return  # `pytest tests`, or another project: the plugin stays out of the way
+    config.addinivalue_line("markers", "attnkit(problem, check, points): a graded check of the attnkit grader")
     from .submission import open_submission
 
     from .options import problem_list
@@ -54,7 +57,8 @@ def pytest_configure(config):
     from .jail import decide
 
     try:
-        impl, unpacked = open_submission(o.impl if o.impl is not None else config.rootpath / "exercises")
+        impl, unpacked = open_submission(o.attnkit_impl if o.attnkit_impl is not None else config.rootpath / "exercises",
+                                         label="--attnkit-impl")
         out = json_path(o.attnkit_json) if o.attnkit_json else None
         chosen = problem_list(o.attnkit_problems)
         jailed = decide(True if o.attnkit_untrusted else None)

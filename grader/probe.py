@@ -11,10 +11,11 @@ import secrets
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 from .files import remove_tree
 from .inbox import clean
-from .jail import command, python
+from .jail import Sandbox, command, python
 from .sandbox import UID_BASE, Limits, chown_tree, copy_submission, hidden_paths, kill_all, scratch_dir, worker_uid
 
 BOOTSTRAP = """
@@ -76,7 +77,8 @@ def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float, 
     limits = limits or Limits()
     read_end, write_end = os.pipe()
     args = json.dumps([impl, module, dataclasses.asdict(limits), hidden_paths(), scratch, write_end, jailed])
-    boot = BOOTSTRAP.replace("PACKAGE", __package__)
+    here = Path(__file__).resolve().parent  # imported by its folder's name, whatever name this process uses
+    boot = BOOTSTRAP.replace("PACKAGE", __package__ if jailed else here.name)
     if jailed:
         try:
             copy_submission(impl, limits, scratch)
@@ -88,9 +90,10 @@ def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float, 
             return {"ok": False, "error": {"type": "ImportError", "text": why, "message": why, "value_error": False}}
         argv = command(scratch, hide=(_torch_dir(),)) + python(boot, args)
     else:
-        argv = [sys.executable, "-I", "-B", "-c", boot, args]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.PIPE,
-                            text=True, pass_fds=(write_end,))
+        argv = [sys.executable, "-I", "-B", "-c", f"import sys; sys.path.insert(0, {str(here.parent)!r})\n" + boot, args]
+    popen = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.PIPE, text=True)
+    box = Sandbox(argv, pass_fds=(write_end,), **popen) if jailed else None
+    proc = box.proc if jailed else subprocess.Popen(argv, pass_fds=(write_end,), **popen)
     os.close(write_end)
     uid = UID_BASE + proc.pid if jailed and os.geteuid() == 0 else None
     if uid is not None:
@@ -107,8 +110,7 @@ def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float, 
         timed_out = True
     finally:
         if jailed:
-            proc.kill()  # bwrap: its namespace dies with it
-            proc.wait()
+            box.kill()  # the namespace, and everything in it
         kill_all(uid if jailed else worker_uid(proc.pid), proc.pid)  # from the pid we started: nothing the probe said
         proc.wait()
         reader.join(5)

@@ -46,12 +46,13 @@ FLAGS = (("cpu_seconds", "--cpu-limit", "SECONDS", "CPU seconds per problem's wo
          ("output_kb", "--output-limit", "KB", "what a worker may print"))
 
 
-def add_flags(add) -> None:
-    """Declare the limit flags with `add(flag, dest=..., ...)` (argparse's or pytest's addoption)."""
+def add_flags(add, prefix: str = "--") -> None:
+    """Declare the limit flags with `add(flag, dest=..., ...)` (argparse's or pytest's addoption, whose
+    flags take `prefix`: --attnkit-cpu-limit)."""
     from .options import positive
 
     for field, flag, metavar, text in FLAGS:
-        add(flag, dest=f"limit_{field}", type=positive(int), default=None, metavar=metavar,
+        add(prefix + flag[2:], dest=f"limit_{field}", type=positive(int), default=None, metavar=metavar,
             help=f"{text} (default {getattr(Limits(), field)})")
 
 
@@ -60,15 +61,18 @@ def from_options(options) -> Limits:
 
 
 def as_args(options) -> list[str]:
+    """The limits set in `options`, as the pytest plugin's flags (--attnkit-cpu-limit 5 ...)."""
     return [a for f, flag, *_ in FLAGS if getattr(options, f"limit_{f}", None) is not None
-            for a in (flag, str(getattr(options, f"limit_{f}")))]
+            for a in ("--attnkit-" + flag[2:], str(getattr(options, f"limit_{f}")))]
 
 
 def hidden_paths() -> list[str]:
-    from . import ROOT
+    from . import REFERENCE_DIR, ROOT
 
     grader_dir = Path(__file__).resolve().parent
-    kit = [ROOT / "solutions", ROOT / "tests", ROOT / ".attnkit", ROOT / ".git", grader_dir]  # .git holds them all
+    kit = [REFERENCE_DIR, grader_dir]
+    if grader_dir == ROOT / "grader":  # a checkout (not a wheel in site-packages): its tests, state and history
+        kit += [ROOT / "tests", ROOT / ".attnkit", ROOT / ".git"]  # .git holds them all
     return [str(p) for p in kit if p.exists()]
 
 

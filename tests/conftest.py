@@ -15,9 +15,9 @@ import pytest
 
 os.environ.setdefault("ATTNKIT_SANDBOX", "off")
 
-from grader import ROOT  # noqa: E402
-from grader.grading import grade  # noqa: E402
-from grader.jail import unusable  # noqa: E402
+from attnkit import ROOT  # noqa: E402
+from attnkit.grading import grade  # noqa: E402
+from attnkit.jail import unusable  # noqa: E402
 
 
 def _bwrap_mark():
@@ -58,7 +58,7 @@ def solutions_report():
 @pytest.fixture(scope="module")
 def spare_sandboxes():
     """Tests that grade in bubblewrap one after another: each finds a sandbox already started (as `grade-batch`)."""
-    from grader import jail_process
+    from attnkit import jail_process
 
     if unusable() is None:
         jail_process.warm_up(repeat=True)

@@ -17,7 +17,7 @@ import pytest
     ("--output-limit", "1.5", "is not a number"),
 ])
 def test_limits_must_be_positive_numbers(flag, value, words):
-    proc = subprocess.run([sys.executable, "-m", "grader.cli", "grade", "--impl", "solutions", flag, value],
+    proc = subprocess.run([sys.executable, "-m", "attnkit.cli", "grade", "--impl", "solutions", flag, value],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -26,7 +26,7 @@ def test_limits_must_be_positive_numbers(flag, value, words):
 
 
 def test_pytest_rejects_a_negative_problem_timeout():
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--impl", "solutions", "--problem-timeout", "-1"],
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--attnkit-impl", "solutions", "--attnkit-timeout", "-1"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 4 and "must be a number above 0" in proc.stderr and "Traceback" not in proc.stderr
 

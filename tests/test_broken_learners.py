@@ -6,7 +6,7 @@ import time
 import pytest
 
 from conftest import SOLUTIONS, make_impl, snapshot
-from grader.grading import grade
+from attnkit.grading import grade
 
 FORWARD = "def forward(self, queries, keys, values, valid_lens=None):"
 

@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 
 from conftest import snapshot
-from grader.problems import ORDER
-from grader import ROOT
+from attnkit.problems import ORDER
+from attnkit import ROOT
 
 SCHEMA = json.loads((ROOT / "grader" / "report.schema.json").read_text())
 
@@ -20,7 +20,7 @@ def run(*args, cwd=ROOT):
 
 
 def attnkit(*args, cwd=ROOT):
-    return run("-m", "grader.cli", *args, cwd=cwd)
+    return run("-m", "attnkit.cli", *args, cwd=cwd)
 
 
 def test_attnkit_grade_solutions_full_marks_and_json(tmp_path):
@@ -52,7 +52,7 @@ def test_attnkit_grade_stubs_exits_nonzero_not_started(tmp_path):
 
 def test_pytest_at_root_grades_and_writes_the_same_json(tmp_path):
     out = tmp_path / "r.json"
-    r = run("-m", "pytest", "--impl", "solutions", "--json", str(out), "-q")
+    r = run("-m", "pytest", "--attnkit-impl", "solutions", "--attnkit-json", str(out), "-q")
     assert r.returncode == 0, r.stdout[-3000:]
     assert "attnkit score" in r.stdout and "total" in r.stdout
     report = json.loads(out.read_text())
@@ -62,7 +62,7 @@ def test_pytest_at_root_grades_and_writes_the_same_json(tmp_path):
 
 def test_pytest_k_grades_exactly_one_problem(tmp_path):
     out = tmp_path / "r.json"
-    r = run("-m", "pytest", "--impl", "solutions", "-k", "additive", "--json", str(out), "-q")
+    r = run("-m", "pytest", "--attnkit-impl", "solutions", "-k", "additive", "--attnkit-json", str(out), "-q")
     assert r.returncode == 0, r.stdout[-3000:]
     assert [p["id"] for p in json.loads(out.read_text())["problems"]] == ["additive_attention"]
 
@@ -72,14 +72,14 @@ def test_pytest_shows_check_messages_not_tracebacks(tmp_path):
     impl.mkdir()
     (impl / "masked_softmax.py").write_text("import torch\n\ndef masked_softmax(scores, valid_lens=None):\n"
                                             "    return torch.softmax(scores, dim=1)\n")
-    r = run("-m", "pytest", "--impl", str(impl), "-k", "masked_softmax", "-q")
+    r = run("-m", "pytest", "--attnkit-impl", str(impl), "-k", "masked_softmax", "-q")
     assert r.returncode == 1
     assert "called masked_softmax(scores=<float64" in r.stdout and "max error" in r.stdout
     assert "Traceback" not in r.stdout and "raise CheckFailed" not in r.stdout
 
 
 @pytest.mark.parametrize("args,expected", [
-    (["--impl", "no/such/dir"], "--impl no/such/dir: no such file or directory"),
+    (["--impl", "no/such/dir"], "impl no/such/dir: no such file or directory"),  # --attnkit-impl for pytest
     (["--impl", "README.md"], "not a directory"),
     (["--impl", "tests"], "none of the problem files is there"),
     (["--impl", "solutions", "--json", "/no/such/dir/r.json"], "does not exist"),
@@ -87,7 +87,8 @@ def test_pytest_shows_check_messages_not_tracebacks(tmp_path):
     (["--impl", "solutions", "--json", "grader"], "is a directory"),
 ])
 def test_bad_input_gets_one_line_and_nonzero_exit(args, expected):
-    cli, plugin = attnkit("grade", *args), run("-m", "pytest", *args, "-q")
+    cli = attnkit("grade", *args)
+    plugin = run("-m", "pytest", *[a.replace("--", "--attnkit-") if a.startswith("--") else a for a in args], "-q")
     for r in (cli, plugin):
         text = r.stdout + r.stderr
         assert r.returncode != 0 and expected in text, text

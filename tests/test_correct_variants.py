@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_impl
-from grader.grading import grade
-from grader.problems import all_problems
+from attnkit.grading import grade
+from attnkit.problems import all_problems
 
 STYLES = sorted(p for p in (Path(__file__).parent / "impls").iterdir() if p.is_dir())
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from grader.checks import CHECKS
-from grader.context import Context, Failed
-from grader.diagnose import candidates
-from grader.grading import reference
-from grader.groups import build
-from grader.harness import execute
-from grader.problems import all_problems
-from grader.scenarios import as_reference
+from attnkit.checks import CHECKS
+from attnkit.context import Context, Failed
+from attnkit.diagnose import candidates
+from attnkit.grading import reference
+from attnkit.groups import build
+from attnkit.harness import execute
+from attnkit.problems import all_problems
+from attnkit.scenarios import as_reference
 
 CASES = [(p, cid) for p in all_problems() for cid in ("cuda", "cuda_half") if cid in p.points]
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import shutil
 
-from grader import ROOT
-from grader.dev import readme_table, self_check, stale, sync
-from grader.problems import all_problems
+from attnkit import ROOT
+from attnkit.dev import readme_table, self_check, stale, sync
+from attnkit.problems import all_problems
 
 
 def test_generated_files_are_fresh():
@@ -72,8 +72,8 @@ def test_dev_check_passes():
 
 
 def test_the_order_registers_every_spec_in_track_order_with_prerequisites_first():
-    from grader.problems import ORDER
-    from grader.tracks import TRACKS, prerequisites
+    from attnkit.problems import ORDER
+    from attnkit.tracks import TRACKS, prerequisites
 
     specs = sorted(p.stem for p in (ROOT / "grader" / "problems").glob("*.py") if not p.stem.startswith("_"))
     assert sorted(ORDER) == specs, "add the new spec's id to ORDER in grader/problems/__init__.py"

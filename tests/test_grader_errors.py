@@ -9,10 +9,10 @@ import sys
 import torch
 
 from conftest import SOLUTIONS, make_impl
-from grader import checks, harness
-from grader.compare import Tol, mismatch
-from grader.grading import grade
-from grader.worker import _run
+from attnkit import checks, harness
+from attnkit.compare import Tol, mismatch
+from attnkit.grading import grade
+from attnkit.worker import _run
 
 ADDITIVE = "additive_attention"
 
@@ -66,12 +66,12 @@ def test_grader_errors_give_exit_code_3(tmp_path):
     """`attnkit grade` ends 3 when the grader failed on a check (here: an injected bug, through a plugin)."""
     plugin = tmp_path / "break_masking.py"
     plugin.write_text(
-        "from grader import checks\n"
+        "from attnkit import checks\n"
         "def _broken(ctx):\n    raise ZeroDivisionError('injected')\n"
         "c = checks.CHECKS['masking']\n"
         "checks.CHECKS['masking'] = checks.Check(c.id, c.title, c.groups, _broken)\n")
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    code = ("import sys, break_masking\nfrom grader.cli import main\n"
+    code = ("import sys, break_masking\nfrom attnkit.cli import main\n"
             f"sys.exit(main(['grade', '--impl', {str(SOLUTIONS)!r}, '--problems', 'additive_attention']))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -89,7 +89,7 @@ def test_messages_show_enough_digits_to_see_the_difference():
 
 def test_grading_leaves_the_callers_torch_threads_alone():
     """A learner's Jupyter kernel keeps its threads: importing the grader and grading change nothing."""
-    code = ("import torch; torch.set_num_threads(2); import grader.grading as g; "
+    code = ("import torch; torch.set_num_threads(2); import attnkit.grading as g; "
             f"g.grade({str(SOLUTIONS)!r}, ['masked_softmax']); print(torch.get_num_threads())")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.stdout.strip().splitlines()[-1] == "2", proc.stdout + proc.stderr

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from conftest import SOLUTIONS, make_impl
-from grader import ROOT
-from grader.mistakes import wrong_source
-from grader.problems import all_problems, get
+from attnkit import ROOT
+from attnkit.mistakes import wrong_source
+from attnkit.problems import all_problems, get
 from test_notebooks import solution_lines
 
 HIDDEN_CODE = ["def check_", "valid_mask", "group_base", "mismatch(", "as_reference", "Recognised mistake",
@@ -39,7 +39,7 @@ GRADESCOPE_SCHEMA = {  # the fields Gradescope reads from results.json
 
 
 def attnkit(*args, cwd=ROOT, env=None):
-    return subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "attnkit.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=600, env=env)
 
 
@@ -245,7 +245,7 @@ def test_classroom_workflow_gives_every_check_its_points(tmp_path):
 
 
 def test_classroom_step_command_grades_exactly_one_check(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "pytest", "--impl", str(SOLUTIONS), "-q", "-k",
+    r = subprocess.run([sys.executable, "-m", "pytest", "--attnkit-impl", str(SOLUTIONS), "-q", "-k",
                         "luong_attention and masking", "--json", str(tmp_path / "r.json")],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "1 passed" in r.stdout

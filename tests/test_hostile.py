@@ -9,10 +9,10 @@ import time
 import pytest
 
 from conftest import SANDBOXES, SOLUTIONS, make_impl, snapshot
-from grader import ROOT
-from grader.grading import grade
-from grader.problems import all_problems
-from grader.sandbox import Limits
+from attnkit import ROOT
+from attnkit.grading import grade
+from attnkit.problems import all_problems
+from attnkit.sandbox import Limits
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="hiding files and dropping privileges needs root")
 MARKER = "attnkit-hostile-marker"

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from conftest import SOLUTIONS, make_impl
-from grader.grading import grade
-from grader.intercept import Banned, BannedCall, Peak
-from grader.problems import get
+from attnkit.grading import grade
+from attnkit.intercept import Banned, BannedCall, Peak
+from attnkit.problems import get
 
 SDPA = "scaled_dot_product_attention"
 MHA = "multihead_attention"

@@ -10,7 +10,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -19,10 +18,10 @@ import time
 import pytest
 
 from conftest import SANDBOXES, make_impl, needs_bwrap
-from grader import ROOT
-from grader.grading import grade
-from grader.jail import command, python_dirs
-from grader.sandbox import Limits
+from attnkit import ROOT
+from attnkit.grading import grade
+from attnkit.jail import Sandbox, command, python_dirs
+from attnkit.sandbox import Limits
 
 PROBLEMS = ["masked_softmax", "additive_attention"]
 
@@ -119,12 +118,12 @@ def test_numpy_problem_cannot_hide_a_torch_import(tmp_path, spare_sandboxes):
 
 @needs_bwrap
 def test_everything_the_submission_started_dies_with_the_namespace(tmp_path):
-    """Killing bwrap alone (no uid to search for, no process group) ends a process that left its session."""
+    """Killing the sandbox (no uid to search for, no process group) ends a process that left its session."""
     marker = f"attnkit-jail-marker-{secrets.token_hex(4)}"
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     shell = f"setsid sh -c 'sleep 300; :' {marker} & sleep 300"  # $0 of the detached shell is the marker
-    proc = subprocess.Popen(command(str(scratch)) + ["/bin/sh", "-c", shell])
+    box = Sandbox(command(str(scratch)) + ["/bin/sh", "-c", shell])
     try:
         for _ in range(250):
             if _with(marker):
@@ -132,8 +131,7 @@ def test_everything_the_submission_started_dies_with_the_namespace(tmp_path):
             time.sleep(0.02)
         assert _with(marker), "the sandboxed process did not start"
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        box.kill()
     for _ in range(250):  # the kernel tears the namespace down asynchronously: give it a moment under load
         if not _with(marker):
             break
@@ -162,7 +160,7 @@ def _without_bwrap(tmp_path, *args, sandbox="auto"):
         if target and not (bin_dir / tool).exists():
             (bin_dir / tool).symlink_to(target)
     env = {**os.environ, "PATH": str(bin_dir), "ATTNKIT_SANDBOX": sandbox}
-    code = "import sys; from grader.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from attnkit.cli import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
                           timeout=300, cwd=tmp_path)
 
@@ -198,7 +196,7 @@ def test_own_code_is_graded_without_the_sandbox_with_a_notice(tmp_path):
 def test_interviewer_report_grades_in_the_sandbox_and_says_so(tmp_path):
     """`--report` implies --untrusted: the grading runs in bwrap, and both the report and the JSON record it."""
     impl = make_impl(tmp_path / "candidate")
-    code = "import sys; from grader.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from attnkit.cli import main; sys.exit(main(sys.argv[1:]))"
     proc = subprocess.run([sys.executable, "-c", code, "grade", "--impl", str(impl), "--problems", "masked",
                            "--report", str(tmp_path / "report.md"), "--json", str(tmp_path / "report.json")],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "ATTNKIT_SANDBOX": "off"})

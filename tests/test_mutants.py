@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from grader.defaults import DEFAULT_SEED
-from grader.mutants import EQUIVALENTS, equivalents, kill, mutants, run
-from grader.problems import all_problems, get
+from attnkit.defaults import DEFAULT_SEED
+from attnkit.mutants import EQUIVALENTS, equivalents, kill, mutants, run
+from attnkit.problems import all_problems, get
 
 SAMPLE = 5  # mutants per problem in CI, drawn with the seed below
 

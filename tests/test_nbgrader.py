@@ -13,11 +13,11 @@ import nbformat
 import pytest
 
 from conftest import make_impl
-from grader import ROOT
-from grader.grading import grade
-from grader.mistakes import wrong_source
-from grader.notebooks import cell_source
-from grader.problems import all_problems, get
+from attnkit import ROOT
+from attnkit.grading import grade
+from attnkit.mistakes import wrong_source
+from attnkit.notebooks import cell_source
+from attnkit.problems import all_problems, get
 
 PROBLEMS = all_problems()
 WRONG = ("masked_softmax", "fill_zero")  # carol's one wrong problem
@@ -38,7 +38,7 @@ def nbgrader(course: Path, *args):
 def course(tmp_path_factory):
     """A course, released, with three submissions autograded and exported."""
     root = tmp_path_factory.mktemp("course") / "attnkit-course"
-    r = subprocess.run([sys.executable, "-m", "grader.cli", "course", "init", str(root)], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "attnkit.cli", "course", "init", str(root)], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     nbgrader(root, "generate_assignment", "attention")
@@ -64,7 +64,7 @@ def course(tmp_path_factory):
     nb = nbformat.read(root / "source" / "attention" / "masked_softmax.ipynb", as_version=4)
     for cell in nb.cells:
         if cell.source.startswith("# attnkit: masked_softmax "):
-            cell.source = (cell.source.splitlines()[0] + "\nimport torch\nimport grader.notebook as _n\n"
+            cell.source = (cell.source.splitlines()[0] + "\nimport torch\nimport attnkit.notebook as _n\n"
                            "_n.check = lambda *a, **k: None\n\n"
                            "def masked_softmax(scores, valid_lens=None):\n    return torch.zeros_like(scores)\n")
     nbformat.write(nb, cheat / "masked_softmax.ipynb")

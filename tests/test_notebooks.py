@@ -8,17 +8,17 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import SOLUTIONS
-from grader import ROOT
-from grader.notebooks import build, cell_source
-from grader.problems import all_problems
+from attnkit import ROOT
+from attnkit.notebooks import build, cell_source
+from attnkit.problems import all_problems
 
 PROBLEMS = all_problems()
 
 
 def solution_lines(pid: str) -> list[str]:
     """Distinctive statements of the reference bodies (lines that the stub does not contain)."""
-    from grader.problems import get
-    from grader.stubs import render
+    from attnkit.problems import get
+    from attnkit.stubs import render
 
     stub = render(get(pid))
     tree = ast.parse((SOLUTIONS / f"{pid}.py").read_text())

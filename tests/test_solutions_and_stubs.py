@@ -6,10 +6,10 @@ import ast
 import pytest
 
 from conftest import SOLUTIONS
-from grader import ROOT
-from grader.grading import grade
-from grader.problems import all_problems, get
-from grader.stubs import is_untouched_stub, render
+from attnkit import ROOT
+from attnkit.grading import grade
+from attnkit.problems import all_problems, get
+from attnkit.stubs import is_untouched_stub, render
 
 PROBLEMS = all_problems()
 

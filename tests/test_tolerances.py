@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.compare import STABILITY, tolerance, usage
-from grader.grading import reference
-from grader.harness import execute
-from grader.problems import all_problems
-from grader.groups import build
-from grader.scenarios import as_reference, cast
-from grader.spec import SCORE_BOUND
+from attnkit.compare import STABILITY, tolerance, usage
+from attnkit.grading import reference
+from attnkit.harness import execute
+from attnkit.problems import all_problems
+from attnkit.groups import build
+from attnkit.scenarios import as_reference, cast
+from attnkit.spec import SCORE_BOUND
 
 PROBLEMS = all_problems()
 SEEDS = range(5)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_impl
-from grader.grading import grade
+from attnkit.grading import grade
 
 UNSEEN = sorted((Path(__file__).parent / "unseen").glob("*.py"))
 
