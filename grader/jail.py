@@ -121,20 +121,30 @@ def python(code: str, *argv: str) -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def python_dirs() -> tuple[str, ...]:
-    """The interpreter's directories (outermost only): its prefixes, standard library and site-packages,
-    never the kit's checkout or a directory holding it (a virtual environment inside the checkout is fine)."""
+    """The interpreter's directories (outermost only): its prefixes, standard library, site-packages and the
+    library folders on sys.path, never the kit's checkout or a directory holding it (a virtual environment
+    inside the checkout is fine), nor a shared temporary directory itself."""
     from . import ROOT
 
     import site
 
     found = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              os.path.dirname(os.path.realpath(sys.executable)), *sysconfig.get_paths().values(),
-             *site.getsitepackages(), site.getusersitepackages()}  # never sys.path's script or working directory
+             *site.getsitepackages(), site.getusersitepackages(), *_library_paths()}
     prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
     dirs = {os.path.realpath(p) for p in found if p and os.path.isdir(p)}
     dirs = {d for d in dirs if d != "/" and not any(_under(d, s) for s in SYSTEM)
-            and (not _under(str(ROOT), d) or d in prefixes)}
+            and (not _under(str(ROOT), d) or d in prefixes)  # holding the checkout: only as the interpreter's own
+            and (not _under(d, str(ROOT)) or any(_under(d, p) for p in prefixes))}  # inside it: only a venv
     return tuple(sorted(d for d in dirs if not any(d != o and _under(d, o) for o in dirs)))
+
+
+def _library_paths() -> list[str]:
+    """sys.path's folders (those .pth files add), less the script's folder or working directory at its head."""
+    head = {"", os.getcwd(), os.path.dirname(os.path.realpath(sys.argv[0])) if sys.argv and sys.argv[0] else ""}
+    paths = sys.path[1:] if sys.path and sys.path[0] in head else sys.path
+    shared = ("/", "/tmp", "/var/tmp", "/dev/shm", "/home", "/root")
+    return [p for p in paths if p and os.path.realpath(p) not in shared]
 
 
 def _gpu() -> list[str]:
