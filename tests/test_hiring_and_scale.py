@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 import yaml
 
-from conftest import SOLUTIONS, make_impl
+from conftest import SOLUTIONS, make_impl, needs_bwrap
 from attnkit import ROOT
 from attnkit.mistakes import wrong_source
 from attnkit.problems import all_problems, get
@@ -133,6 +133,7 @@ def test_zip_bomb_is_refused(tmp_path):
     assert r.returncode == 2 and "MB when unpacked" in r.stderr
 
 
+@needs_bwrap  # students' and candidates' code: these commands refuse to grade without bubblewrap
 def test_batch_grades_everything_resumes_and_survives_bad_submissions(tmp_path):
     subs = tmp_path / "subs"
     make_impl(subs / "good")
@@ -157,6 +158,7 @@ def test_batch_grades_everything_resumes_and_survives_bad_submissions(tmp_path):
     assert forced.returncode == 0 and (out / "good.json").stat().st_mtime_ns != before
 
 
+@needs_bwrap  # students' and candidates' code: these commands refuse to grade without bubblewrap
 def test_batch_never_merges_or_loses_a_submission(tmp_path):
     """alice/ and alice.zip, `a b/` and a_b/ each keep their own result; a zip with a bad CRC, an unknown
     compression or a directory/file clash is an error row; the batch goes on."""
@@ -196,12 +198,14 @@ def test_batch_never_merges_or_loses_a_submission(tmp_path):
     assert "Traceback" not in r.stdout + r.stderr
 
 
+@needs_bwrap  # students' and candidates' code: these commands refuse to grade without bubblewrap
 def test_batch_of_nothing_is_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     r = attnkit("grade-batch", str(tmp_path / "empty"), "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "no submissions" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@needs_bwrap  # students' and candidates' code: these commands refuse to grade without bubblewrap
 def test_gradescope_autograder_runs_and_writes_valid_results(tmp_path):
     assert attnkit("gradescope", "build", str(tmp_path / "autograder.zip")).returncode == 0
     with zipfile.ZipFile(tmp_path / "autograder.zip") as z:
@@ -224,6 +228,7 @@ def test_gradescope_autograder_runs_and_writes_valid_results(tmp_path):
     assert any(f"Recognised mistake [{p.mistakes[0].id}]" in t["output"] for t in failed)
 
 
+@needs_bwrap  # students' and candidates' code: these commands refuse to grade without bubblewrap
 def test_gradescope_empty_submission_still_gets_results(tmp_path):
     (tmp_path / "submission").mkdir()
     r = attnkit("gradescope", "run", "--root", str(tmp_path))
@@ -246,7 +251,7 @@ def test_classroom_workflow_gives_every_check_its_points(tmp_path):
 
 def test_classroom_step_command_grades_exactly_one_check(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pytest", "--attnkit-impl", str(SOLUTIONS), "-q", "-k",
-                        "luong_attention and masking", "--json", str(tmp_path / "r.json")],
+                        "luong_attention and masking", "--attnkit-json", str(tmp_path / "r.json")],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "1 passed" in r.stdout
     assert [p["id"] for p in json.loads((tmp_path / "r.json").read_text())["problems"]] == ["luong_attention"]
@@ -260,6 +265,7 @@ def test_junit_xml_has_one_case_per_check_with_points(tmp_path):
     assert points["parity_float64"] and len(points) >= 10
 
 
+@needs_bwrap  # students' and candidates' code: these commands refuse to grade without bubblewrap
 def test_a_partial_bundle_is_graded_on_its_own_problems(tmp_path):
     bundle = tmp_path / "bundle"
     assert attnkit("export", str(bundle), "--problems", "masked,additive").returncode == 0

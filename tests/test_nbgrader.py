@@ -12,12 +12,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import make_impl
+from conftest import make_impl, needs_bwrap
 from attnkit import ROOT
 from attnkit.grading import grade
 from attnkit.mistakes import wrong_source
 from attnkit.notebooks import cell_source
 from attnkit.problems import all_problems, get
+
+pytestmark = needs_bwrap  # nbgrader's attnkit step grades students' code, which needs bubblewrap
 
 PROBLEMS = all_problems()
 WRONG = ("masked_softmax", "fill_zero")  # carol's one wrong problem
