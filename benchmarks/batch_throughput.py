@@ -30,7 +30,7 @@ HOSTILE = {
 
 
 def make(folder: Path, count: int) -> None:
-    from attnkit.mistakes import wrong_source
+    from attnkit.diagnose.mistakes import wrong_source
     from attnkit.problems import all_problems
 
     mistakes = [(p, m) for p in all_problems() for m in p.mistakes]
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=5)
     args = ap.parse_args(argv)
-    py = [sys.executable, "-m", "attnkit.cli"]
+    py = [sys.executable, "-m", "attnkit.fronts.cli"]
     with tempfile.TemporaryDirectory() as tmp:
         subs = Path(tmp) / "subs"
         make(subs, args.count)

@@ -35,12 +35,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     py = sys.executable
     sys.path.insert(0, str(ROOT))
-    from attnkit.jail import unusable
+    from attnkit.run.jail import unusable
 
     bwrap = unusable() is None
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "test_empty.py").write_text("def test_nothing():\n    pass\n")
-        grade = [py, "-m", "attnkit.cli", "grade", "--impl", args.impl]
+        grade = [py, "-m", "attnkit.fronts.cli", "grade", "--impl", args.impl]
         commands = {
             "import torch": ([py, "-c", "import torch"], None),
             "pytest start-up": ([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", tmp], None),

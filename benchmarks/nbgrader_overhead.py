@@ -31,13 +31,13 @@ def run(cwd: Path, *args: str) -> None:
 
 
 def make_course(root: Path, trivial: bool) -> int:
-    run(ROOT, sys.executable, "-m", "attnkit.cli", "course", "init", str(root))
+    run(ROOT, sys.executable, "-m", "attnkit.fronts.cli", "course", "init", str(root))
     notebooks = sorted((root / "source" / "attention").glob("*.ipynb"))
     if trivial:
         for path in notebooks:
             nb = nbformat.read(path, as_version=4)
             for cell in nb.cells:
-                if cell.cell_type == "code" and "from attnkit.notebook import" in cell.source:
+                if cell.cell_type == "code" and "from attnkit.integrations.notebook import" in cell.source:
                     cell.source = "pass"  # graded cells stay graded cells, with their points
             nbformat.write(nb, path)
     run(root, sys.executable, "-m", "nbgrader", "generate_assignment", "attention")

@@ -31,7 +31,7 @@ def main(argv=None) -> int:
         impl = Path(tmp) / "impl"
         shutil.copytree(ROOT / "solutions", impl)
         env = dict(os.environ, ATTNKIT_STATE=str(Path(tmp) / "state.json"), NO_COLOR="1", PYTHONUNBUFFERED="1")
-        proc = subprocess.Popen([sys.executable, "-m", "attnkit.cli", "watch", "--impl", str(impl),
+        proc = subprocess.Popen([sys.executable, "-m", "attnkit.fronts.cli", "watch", "--impl", str(impl),
                                  "--max-regrades", str(args.rounds)], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in proc.stdout:

@@ -11,18 +11,17 @@ from pathlib import Path
 
 import torch
 
-from . import REFERENCE_DIR
-from .checks import CHECKS
-from .context import Context, Failed, GraderError
-from .harness import execute
-from .jail import decide
-from .loader import load_symbol
-from .pool import Pool
+from .judge.checks import CHECKS
+from .judge.context import Context, Failed, GraderError
+from .judge.reference import reference
+from .run.harness import execute
+from .run.jail import decide
+from .run.pool import Pool
 from .problems import all_problems, get
 from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
-from .dropout import affine_map
-from .groups import build
-from .scenarios import as_reference
+from .run.dropout import affine_map
+from .draw.groups import build
+from .draw.scenarios import as_reference
 
 
 
@@ -69,10 +68,6 @@ class Report:
     def grader_errors(self) -> int:
         """How many checks the grader itself failed to run (left out of the maximum)."""
         return sum(c.status == "error" for p in self.problems for c in p.checks)
-
-
-def reference(problem):
-    return load_symbol(REFERENCE_DIR, problem.id, problem.symbol, "attnkit_reference")
 
 
 def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEFAULT_TIMEOUT, limits=None,
@@ -128,10 +123,10 @@ def _with_prerequisites(chosen) -> list:
 
 
 def _start_probes(impl, problems, plans, limits, timeout, jailed) -> dict:
-    """Fresh-interpreter import checks (grader/probe.py), each in a thread while the workers run."""
+    """Fresh-interpreter import checks (grader/run/probe.py), each in a thread while the workers run."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .probe import fresh_import
+    from .run.probe import fresh_import
 
     keys = [(p.id, k) for p in problems for k, c in plans[p.id].items() if c.group == "imports"]
     if not keys:
@@ -224,8 +219,8 @@ def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict) 
 
 
 def _name_mistakes(problem, ctx, failing) -> None:
-    from .diagnose import describe, diagnose
-    from .symptoms import evidence
+    from .diagnose.diagnose import describe, diagnose
+    from .diagnose.symptoms import evidence
 
     try:
         named = diagnose(problem, ctx, failing)
@@ -252,7 +247,7 @@ def _evidence(ctx, case) -> dict | None:
     w, ref = got["outputs"][0][-1], ctx.ref[case.key]["outputs"][0][-1]
     if w.shape != ref.shape:
         return None
-    from .context import valid_mask
+    from .judge.context import valid_mask
 
     return {"got": w, "expected": ref, "mask": valid_mask(ctx.problem, case).expand(ref.shape)}
 

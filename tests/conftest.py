@@ -17,7 +17,7 @@ os.environ.setdefault("ATTNKIT_SANDBOX", "off")
 
 from attnkit import ROOT  # noqa: E402
 from attnkit.grading import grade  # noqa: E402
-from attnkit.jail import unusable  # noqa: E402
+from attnkit.run.jail import unusable  # noqa: E402
 
 
 def _bwrap_mark():
@@ -58,7 +58,7 @@ def solutions_report():
 @pytest.fixture(scope="module")
 def spare_sandboxes():
     """Tests that grade in bubblewrap one after another: each finds a sandbox already started (as `grade-batch`)."""
-    from attnkit import jail_process
+    from attnkit.run import jail_process
 
     if unusable() is None:
         jail_process.warm_up(repeat=True)

@@ -17,7 +17,7 @@ import pytest
     ("--output-limit", "1.5", "is not a number"),
 ])
 def test_limits_must_be_positive_numbers(flag, value, words):
-    proc = subprocess.run([sys.executable, "-m", "attnkit.cli", "grade", "--impl", "solutions", flag, value],
+    proc = subprocess.run([sys.executable, "-m", "attnkit.fronts.cli", "grade", "--impl", "solutions", flag, value],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

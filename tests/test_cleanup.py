@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SANDBOXES, SOLUTIONS
-from attnkit.jail import CODE_DIR
+from attnkit.run.jail import CODE_DIR
 
 
 def _processes_with(marker: str) -> list[str]:
@@ -38,7 +38,7 @@ def test_grade_leaves_no_file_and_no_process(tmp_path, sandbox):
     marker = f"attnkit-cleanup-{os.getpid()}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(on_path), os.environ.get("PYTHONPATH", "")]),
            "TMPDIR": str(own_tmp), "ATTNKIT_SANDBOX": "bwrap" if sandbox else "off"}
-    code = f"import sys; sys.argv[0] = {marker!r}; from attnkit.cli import main; sys.exit(main(['grade', '--impl', " \
+    code = f"import sys; sys.argv[0] = {marker!r}; from attnkit.fronts.cli import main; sys.exit(main(['grade', '--impl', " \
            f"{str(SOLUTIONS)!r}, '--problems', 'numpy,masked']))"
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
@@ -52,9 +52,9 @@ def test_grade_leaves_no_file_and_no_process(tmp_path, sandbox):
 
 
 def test_importing_the_notebook_helpers_leaves_nothing(tmp_path):
-    """Every Jupyter kernel imports attnkit.notebook: it must not leave a directory behind when the kernel dies."""
+    """Every Jupyter kernel imports attnkit.integrations.notebook: it must not leave a directory behind when the kernel dies."""
     own_tmp = tmp_path / "tmp"
     own_tmp.mkdir()
-    code = "import os, attnkit.notebook, attnkit.nbgrade; os._exit(0)"  # killed like a kernel: no clean-up runs
+    code = "import os, attnkit.integrations.notebook, attnkit.integrations.nbgrade; os._exit(0)"  # killed like a kernel: no clean-up runs
     proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(own_tmp)}, timeout=120)
     assert proc.returncode == 0 and sorted(os.listdir(own_tmp)) == []

@@ -20,7 +20,7 @@ def run(*args, cwd=ROOT):
 
 
 def attnkit(*args, cwd=ROOT):
-    return run("-m", "attnkit.cli", *args, cwd=cwd)
+    return run("-m", "attnkit.fronts.cli", *args, cwd=cwd)
 
 
 def test_attnkit_grade_solutions_full_marks_and_json(tmp_path):

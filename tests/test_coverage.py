@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnkit.groups import NEGATIVE, build
+from attnkit.draw.groups import NEGATIVE, build
 from attnkit.problems import all_problems, get
 from attnkit.problems.chunked_additive_attention import full_tensor
-from attnkit.scenarios import draw_configs, output_shapes
+from attnkit.draw.scenarios import draw_configs, output_shapes
 
 SEEDS = range(40)
 
@@ -47,7 +47,7 @@ def test_scaled_dot_product_attention_draws_masks_with_fewer_dims_than_the_score
 @pytest.mark.parametrize("pid", ["masked_softmax", "scaled_dot_product_attention", "multihead_attention"])
 def test_valid_scores_far_below_zero_sit_beside_masked_keys(pid):
     """A fill of 0 followed by renormalisation loses these rows: the calls exist in float64 and at -1e4 in float32."""
-    from attnkit.scenarios import as_reference
+    from attnkit.draw.scenarios import as_reference
 
     problem = get(pid)
     cases = [c for c in build(problem, ["base", "stable"], 0).values() if c.key.endswith("/negative")]

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from attnkit.checks import CHECKS
-from attnkit.context import Context, Failed
-from attnkit.diagnose import candidates
-from attnkit.grading import reference
-from attnkit.groups import build
-from attnkit.harness import execute
+from attnkit.judge.checks import CHECKS
+from attnkit.judge.context import Context, Failed
+from attnkit.diagnose.diagnose import candidates
+from attnkit.judge.reference import reference
+from attnkit.draw.groups import build
+from attnkit.run.harness import execute
 from attnkit.problems import all_problems
-from attnkit.scenarios import as_reference
+from attnkit.draw.scenarios import as_reference
 
 CASES = [(p, cid) for p in all_problems() for cid in ("cuda", "cuda_half") if cid in p.points]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import shutil
 
 from attnkit import ROOT
-from attnkit.dev import readme_table, self_check, stale, sync
+from attnkit.dev.tasks import readme_table, self_check, stale, sync
 from attnkit.problems import all_problems
 
 
@@ -73,7 +73,7 @@ def test_dev_check_passes():
 
 def test_the_order_registers_every_spec_in_track_order_with_prerequisites_first():
     from attnkit.problems import ORDER
-    from attnkit.tracks import TRACKS, prerequisites
+    from attnkit.fronts.tracks import TRACKS, prerequisites
 
     specs = sorted(p.stem for p in (ROOT / "grader" / "problems").glob("*.py") if not p.stem.startswith("_"))
     assert sorted(ORDER) == specs, "add the new spec's id to ORDER in grader/problems/__init__.py"

@@ -9,10 +9,11 @@ import sys
 import torch
 
 from conftest import SOLUTIONS, make_impl
-from attnkit import checks, harness
-from attnkit.compare import Tol, mismatch
+from attnkit.judge import checks
+from attnkit.run import harness
+from attnkit.judge.compare import Tol, mismatch
 from attnkit.grading import grade
-from attnkit.worker import _run
+from attnkit.run.worker import _run
 
 ADDITIVE = "additive_attention"
 
@@ -66,12 +67,12 @@ def test_grader_errors_give_exit_code_3(tmp_path):
     """`attnkit grade` ends 3 when the grader failed on a check (here: an injected bug, through a plugin)."""
     plugin = tmp_path / "break_masking.py"
     plugin.write_text(
-        "from attnkit import checks\n"
+        "from attnkit.judge import checks\n"
         "def _broken(ctx):\n    raise ZeroDivisionError('injected')\n"
         "c = checks.CHECKS['masking']\n"
         "checks.CHECKS['masking'] = checks.Check(c.id, c.title, c.groups, _broken)\n")
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    code = ("import sys, break_masking\nfrom attnkit.cli import main\n"
+    code = ("import sys, break_masking\nfrom attnkit.fronts.cli import main\n"
             f"sys.exit(main(['grade', '--impl', {str(SOLUTIONS)!r}, '--problems', 'additive_attention']))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]

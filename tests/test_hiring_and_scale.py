@@ -17,7 +17,7 @@ import yaml
 
 from conftest import SOLUTIONS, make_impl, needs_bwrap
 from attnkit import ROOT
-from attnkit.mistakes import wrong_source
+from attnkit.diagnose.mistakes import wrong_source
 from attnkit.problems import all_problems, get
 from test_notebooks import solution_lines
 
@@ -39,7 +39,7 @@ GRADESCOPE_SCHEMA = {  # the fields Gradescope reads from results.json
 
 
 def attnkit(*args, cwd=ROOT, env=None):
-    return subprocess.run([sys.executable, "-m", "attnkit.cli", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "attnkit.fronts.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=600, env=env)
 
 

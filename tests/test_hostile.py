@@ -12,7 +12,7 @@ from conftest import SANDBOXES, SOLUTIONS, make_impl, snapshot
 from attnkit import ROOT
 from attnkit.grading import grade
 from attnkit.problems import all_problems
-from attnkit.sandbox import Limits
+from attnkit.run.sandbox import Limits
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="hiding files and dropping privileges needs root")
 MARKER = "attnkit-hostile-marker"
@@ -31,7 +31,7 @@ ATTACKS = {
     "read_solutions": (f"open({str(ROOT / 'solutions' / 'additive_attention.py')!r}).read()\n", "FileNotFoundError"),
     "import_reference_package": ("from attnkit_reference.additive_attention import AdditiveAttention\n",
                                  "No module named 'attnkit_reference'"),
-    "overwrite_grader": (f"open({str(ROOT / 'grader' / 'checks.py')!r}, 'w').write('')\n", "Read-only file system|No such file"),
+    "overwrite_grader": (f"open({str(ROOT / 'grader' / 'judge' / 'checks.py')!r}, 'w').write('')\n", "Read-only file system|No such file"),
     "overwrite_solutions": (f"open({str(ROOT / 'solutions' / 'masked_softmax.py')!r}, 'a').write('#')\n",
                             "Read-only file system|No such file"),
     "background_processes": (

@@ -14,7 +14,7 @@ from attnkit.grading import grade
 
 FIND_CONN = (
     "import sys\n"
-    "from attnkit.wire import dumps\n"
+    "from attnkit.run.wire import dumps\n"
     "_f = sys._getframe()\n"
     "while _f is not None and 'conn' not in _f.f_locals:\n    _f = _f.f_back\n"
     "conn = _f.f_locals['conn']\n"
@@ -135,7 +135,7 @@ def _outside_fences(markdown: str) -> list[str]:
 
 
 def test_learner_text_cannot_inject_into_the_report_or_the_terminal(tmp_path):
-    from attnkit.interview import markdown
+    from attnkit.report.interview import markdown
 
     code = f"raise RuntimeError(\"{INJECTION}\")\n"
     impl = make_impl(tmp_path / "impl", {f"{PID}.py": code})
@@ -152,7 +152,7 @@ def test_patching_the_workers_helpers_cannot_hide_a_side_effect(tmp_path):
     """The learner's module replaces the worker's own comparison with one that always agrees, then changes its
     input in place: the grader compares the inputs itself and fails side_effects."""
     source = (
-        "import torch\nimport attnkit.harness as h\nh._same = lambda a, b: True\n\n"
+        "import torch\nimport attnkit.run.harness as h\nh._same = lambda a, b: True\n\n"
         "def masked_softmax(scores, valid_lens=None):\n"
         "    out = torch.softmax(scores, dim=-1) if valid_lens is None else None\n"
         "    if out is None:\n"
@@ -191,7 +191,7 @@ def test_the_import_probe_cannot_be_told_a_forged_result(tmp_path):
 def test_gradescope_never_shows_hidden_inputs_from_an_import_error(tmp_path):
     """At import the module finds the hidden inputs the worker already holds and raises them as its message:
     the Gradescope output keeps the exception's type and line, never its message."""
-    from attnkit.gradescope import results
+    from attnkit.integrations.gradescope import results
 
     code = (
         "import sys\n_f = sys._getframe()\n"

@@ -13,8 +13,8 @@ import pytest
 from conftest import SOLUTIONS, make_impl
 from attnkit import ROOT
 from attnkit.grading import grade
-from attnkit.i18n import using
-from attnkit.mistakes import wrong_source
+from attnkit.model.i18n import using
+from attnkit.diagnose.mistakes import wrong_source
 from attnkit.problems import all_problems, get
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -61,7 +61,7 @@ def test_localized_specs_keep_everything_but_the_text():
 
 def _attnkit(*args, env=None, tmp_path):
     e = dict(os.environ, ATTNKIT_STATE=str(tmp_path / "state.json"), **(env or {}))
-    return subprocess.run([sys.executable, "-m", "attnkit.cli", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "attnkit.fronts.cli", *args], cwd=ROOT, capture_output=True, text=True,
                           env=e, timeout=300)
 
 

@@ -7,7 +7,7 @@ import torch
 
 from conftest import SOLUTIONS, make_impl
 from attnkit.grading import grade
-from attnkit.intercept import Banned, BannedCall, Peak
+from attnkit.run.intercept import Banned, BannedCall, Peak
 from attnkit.problems import get
 
 SDPA = "scaled_dot_product_attention"

@@ -1,4 +1,4 @@
-"""The OS sandbox (bubblewrap, grader/jail.py) holds against what a submission tries from inside.
+"""The OS sandbox (bubblewrap, grader/run/jail.py) holds against what a submission tries from inside.
 
 Each attack is additive_attention.py doing something at import and reporting what it saw in the
 exception it raises; the grade shows that report, so each test asserts what the code could reach.
@@ -20,8 +20,8 @@ import pytest
 from conftest import SANDBOXES, make_impl, needs_bwrap
 from attnkit import ROOT
 from attnkit.grading import grade
-from attnkit.jail import Sandbox, command, python_dirs
-from attnkit.sandbox import Limits
+from attnkit.run.jail import Sandbox, command, python_dirs
+from attnkit.run.sandbox import Limits
 
 PROBLEMS = ["masked_softmax", "additive_attention"]
 
@@ -41,7 +41,7 @@ def _attack(tmp_path, code: str, sandbox=True, beside: bool = True):
 def test_the_kit_and_the_host_are_not_in_view(tmp_path, spare_sandboxes):
     """No path of the kit's checkout (README, solutions, grader, tests, .git: at most a virtual environment
     inside it), nor the host's /root, /home or /etc."""
-    paths = [str(ROOT / "README.md"), str(ROOT / "pyproject.toml"), str(ROOT / "exercises"), str(ROOT / "solutions"), str(ROOT / "grader" / "checks.py"),
+    paths = [str(ROOT / "README.md"), str(ROOT / "pyproject.toml"), str(ROOT / "exercises"), str(ROOT / "solutions"), str(ROOT / "grader" / "judge" / "checks.py"),
              str(ROOT / "tests"), str(ROOT / ".git"), "/etc/passwd", "/home", "/root/.bashrc", "/var"]
     code = (f"import os\nseen = [p for p in {paths!r} if os.path.exists(p)]\n"
             f"seen += [n for n in (os.listdir({str(ROOT)!r}) if os.path.isdir({str(ROOT)!r}) else [])"
@@ -94,7 +94,7 @@ def test_other_processes_cannot_be_killed(tmp_path, sandbox, spare_sandboxes):
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_tmp_is_private(tmp_path, sandbox, spare_sandboxes):
     """What a submission writes in /tmp is its own: nothing appears in the host's /tmp."""
-    from attnkit import sandbox as process_sandbox
+    from attnkit.run import sandbox as process_sandbox
 
     if not sandbox and any(process_sandbox._under(p, "/tmp") for p in process_sandbox._needed()):
         pytest.skip("the interpreter lives under /tmp: the process sandbox must keep /tmp shared (README's table)")
@@ -164,7 +164,7 @@ def _without_bwrap(tmp_path, *args, sandbox="auto"):
         if target and not (bin_dir / tool).exists():
             (bin_dir / tool).symlink_to(target)
     env = {**os.environ, "PATH": str(bin_dir), "ATTNKIT_SANDBOX": sandbox}
-    code = "import sys; from attnkit.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from attnkit.fronts.cli import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
                           timeout=300, cwd=tmp_path)
 
@@ -200,7 +200,7 @@ def test_own_code_is_graded_without_the_sandbox_with_a_notice(tmp_path):
 def test_interviewer_report_grades_in_the_sandbox_and_says_so(tmp_path):
     """`--report` implies --untrusted: the grading runs in bwrap, and both the report and the JSON record it."""
     impl = make_impl(tmp_path / "candidate")
-    code = "import sys; from attnkit.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from attnkit.fronts.cli import main; sys.exit(main(sys.argv[1:]))"
     proc = subprocess.run([sys.executable, "-c", code, "grade", "--impl", str(impl), "--problems", "masked",
                            "--report", str(tmp_path / "report.md"), "--json", str(tmp_path / "report.json")],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "ATTNKIT_SANDBOX": "off"})

@@ -12,7 +12,7 @@ import pytest
 from conftest import SOLUTIONS, make_impl
 from attnkit import ROOT
 from attnkit.problems import ORDER, all_problems, get
-from attnkit.stubs import render
+from attnkit.model.stubs import render
 
 TOTAL = sum(p.max_points - sum(v for k, v in p.points.items() if k.startswith("cuda")) for p in all_problems())
 """The points a CPU-only run can give."""
@@ -28,7 +28,7 @@ def env(tmp_path):
     e.pop("FORCE_COLOR", None)
 
     def attnkit(*args, extra_env=None):
-        return subprocess.run([sys.executable, "-m", "attnkit.cli", *args], cwd=ROOT, capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "attnkit.fronts.cli", *args], cwd=ROOT, capture_output=True, text=True,
                               env={**e, **(extra_env or {})}, timeout=300)
 
     return impl, state, attnkit
@@ -122,7 +122,7 @@ def test_watch_regrades_the_saved_problem(env):
     (impl / "masked_softmax.py").write_text((SOLUTIONS / "masked_softmax.py").read_text())
     os.utime(impl / "masked_softmax.py", ns=(1, 1))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "attnkit.cli", "watch", "--impl", str(impl), "--max-regrades", "1"],
+        [sys.executable, "-m", "attnkit.fronts.cli", "watch", "--impl", str(impl), "--max-regrades", "1"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=dict(os.environ, ATTNKIT_STATE=str(impl.parent / "s.json")),
     )
@@ -168,7 +168,7 @@ def test_a_bad_state_path_is_one_line_and_changes_nothing(env, tmp_path, where, 
 
 def test_two_commands_saving_state_at_once_never_collide(env):
     _, state, attnkit = env
-    procs = [subprocess.Popen([sys.executable, "-m", "attnkit.cli", "hint", pid], cwd=ROOT, env={
+    procs = [subprocess.Popen([sys.executable, "-m", "attnkit.fronts.cli", "hint", pid], cwd=ROOT, env={
         **os.environ, "ATTNKIT_STATE": str(state)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for pid in ("luong", "additive", "masked", "scaled")]
     errors = [p.communicate(timeout=300)[1] for p in procs]

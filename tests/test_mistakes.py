@@ -5,7 +5,7 @@ import pytest
 
 from conftest import SOLUTIONS, make_impl
 from attnkit.grading import grade
-from attnkit.mistakes import wrong_source
+from attnkit.diagnose.mistakes import wrong_source
 from attnkit.problems import all_problems, get
 
 CASES = [(p, m) for p in all_problems() for m in p.mistakes]
@@ -63,7 +63,7 @@ def test_the_mistake_of_an_imported_masked_softmax_is_named_in_the_module(tmp_pa
 def test_two_mistakes_at_once_are_not_guessed(tmp_path):
     problem = next(p for p in all_problems() if p.id == "additive_attention")
     first, second = (next(m for m in problem.mistakes if m.id == i) for i in ("no_tanh", "extra_bias"))
-    from attnkit.mistakes import apply
+    from attnkit.diagnose.mistakes import apply
 
     source = apply(wrong_source(problem, first), second)
     report = grade(make_impl(tmp_path, {"additive_attention.py": source}), ["additive_attention"])

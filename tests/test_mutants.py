@@ -8,7 +8,7 @@ import json
 import pytest
 
 from attnkit.defaults import DEFAULT_SEED
-from attnkit.mutants import EQUIVALENTS, equivalents, kill, mutants, run
+from attnkit.dev.mutants import EQUIVALENTS, equivalents, kill, mutants, run
 from attnkit.problems import all_problems, get
 
 SAMPLE = 5  # mutants per problem in CI, drawn with the seed below

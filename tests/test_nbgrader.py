@@ -15,8 +15,8 @@ import pytest
 from conftest import make_impl, needs_bwrap
 from attnkit import ROOT
 from attnkit.grading import grade
-from attnkit.mistakes import wrong_source
-from attnkit.notebooks import cell_source
+from attnkit.diagnose.mistakes import wrong_source
+from attnkit.integrations.notebooks import cell_source
 from attnkit.problems import all_problems, get
 
 pytestmark = needs_bwrap  # nbgrader's attnkit step grades students' code, which needs bubblewrap
@@ -40,7 +40,7 @@ def nbgrader(course: Path, *args):
 def course(tmp_path_factory):
     """A course, released, with three submissions autograded and exported."""
     root = tmp_path_factory.mktemp("course") / "attnkit-course"
-    r = subprocess.run([sys.executable, "-m", "attnkit.cli", "course", "init", str(root)], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "attnkit.fronts.cli", "course", "init", str(root)], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     nbgrader(root, "generate_assignment", "attention")
@@ -66,7 +66,7 @@ def course(tmp_path_factory):
     nb = nbformat.read(root / "source" / "attention" / "masked_softmax.ipynb", as_version=4)
     for cell in nb.cells:
         if cell.source.startswith("# attnkit: masked_softmax "):
-            cell.source = (cell.source.splitlines()[0] + "\nimport torch\nimport attnkit.notebook as _n\n"
+            cell.source = (cell.source.splitlines()[0] + "\nimport torch\nimport attnkit.integrations.notebook as _n\n"
                            "_n.check = lambda *a, **k: None\n\n"
                            "def masked_softmax(scores, valid_lens=None):\n    return torch.zeros_like(scores)\n")
     nbformat.write(nb, cheat / "masked_softmax.ipynb")

@@ -9,7 +9,7 @@ from nbclient import NotebookClient
 
 from conftest import SOLUTIONS
 from attnkit import ROOT
-from attnkit.notebooks import build, cell_source
+from attnkit.integrations.notebooks import build, cell_source
 from attnkit.problems import all_problems
 
 PROBLEMS = all_problems()
@@ -18,7 +18,7 @@ PROBLEMS = all_problems()
 def solution_lines(pid: str) -> list[str]:
     """Distinctive statements of the reference bodies (lines that the stub does not contain)."""
     from attnkit.problems import get
-    from attnkit.stubs import render
+    from attnkit.model.stubs import render
 
     stub = render(get(pid))
     tree = ast.parse((SOLUTIONS / f"{pid}.py").read_text())
@@ -82,4 +82,4 @@ def test_stub_notebook_runs_and_reports_not_started():
     nb = execute(build("masked_softmax", "learner"))
     text = outputs_text(nb)
     assert "not started" in text and "masked_softmax.py raises NotImplementedError" in text
-    assert "def check_" not in text and "grader/checks.py" not in text  # no hidden code in tracebacks
+    assert "def check_" not in text and "grader/judge/checks.py" not in text  # no hidden code in tracebacks

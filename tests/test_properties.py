@@ -5,10 +5,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnkit.compare import Tol, argmax_index, mismatch
-from attnkit.grading import reference
+from attnkit.judge.compare import Tol, argmax_index, mismatch
+from attnkit.judge.reference import reference
 from attnkit.problems import get
-from attnkit.wire import dumps, loads
+from attnkit.run.wire import dumps, loads
 from strategies import DTYPES, bool_masks, dims, tensors, valid_lens
 
 masked_softmax = reference(get("masked_softmax"))
@@ -103,7 +103,7 @@ def test_reference_sdpa_any_leading_dims_equals_each_slice(d, n_lead, data):
 @given(dims(("B", "Tq", "Tk", "dq", "dk", "dv", "h")), st.integers(0, 40), st.data())
 def test_reference_chunked_equals_one_chunk_within_its_bound(d, extra, data):
     """Any max_elements >= h gives the unchunked result, and no allocation exceeds max(max_elements, S)."""
-    from attnkit.intercept import Peak
+    from attnkit.run.intercept import Peak
     from attnkit.problems.chunked_additive_attention import allowed
 
     chunked = reference(get("chunked_additive_attention"))

@@ -9,7 +9,7 @@ from conftest import SOLUTIONS
 from attnkit import ROOT
 from attnkit.grading import grade
 from attnkit.problems import all_problems, get
-from attnkit.stubs import is_untouched_stub, render
+from attnkit.model.stubs import is_untouched_stub, render
 
 PROBLEMS = all_problems()
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnkit.compare import STABILITY, tolerance, usage
-from attnkit.grading import reference
-from attnkit.harness import execute
+from attnkit.judge.compare import STABILITY, tolerance, usage
+from attnkit.judge.reference import reference
+from attnkit.run.harness import execute
 from attnkit.problems import all_problems
-from attnkit.groups import build
-from attnkit.scenarios import as_reference, cast
-from attnkit.spec import SCORE_BOUND
+from attnkit.draw.groups import build
+from attnkit.draw.scenarios import as_reference, cast
+from attnkit.model.spec import SCORE_BOUND
 
 PROBLEMS = all_problems()
 SEEDS = range(5)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import importlib
 
-from ..i18n import current, localize
-from ..spec import Problem
+from ..errors import BadInput
+from ..model.i18n import current, localize
+from ..model.spec import Problem
 
 ORDER = (
     "numpy_additive_attention", "masked_softmax", "additive_attention", "luong_attention",
@@ -30,3 +31,13 @@ def get(pid: str) -> Problem:
     if (pid, lang) not in _LOCALIZED:
         _LOCALIZED[(pid, lang)] = localize(problem, lang)
     return _LOCALIZED[(pid, lang)]
+
+
+def resolve(name: str) -> str:
+    """A problem id from its name or a unique prefix (`additive` -> additive_attention)."""
+    if name in ORDER:
+        return name
+    matches = [pid for pid in ORDER if pid.startswith(name)]
+    if len(matches) == 1:
+        return matches[0]
+    raise BadInput(f"unknown problem {name!r}; choose from: {', '.join(ORDER)}")

@@ -1,5 +1,5 @@
 """Spec: additive (Bahdanau) attention."""
-from ..spec import Method, Mistake, Problem
+from ..model.spec import Method, Mistake, Problem
 from ._common import (
     DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, dropout_mistakes,
     qkv_inputs, scale_scorer,

@@ -1,7 +1,7 @@
 """Spec: additive attention under a memory bound (the interviewer's follow-up question)."""
 import torch
 
-from ..spec import LENS_DOC, SCORE_BOUND, Method, Mistake, Problem
+from ..model.spec import LENS_DOC, SCORE_BOUND, Method, Mistake, Problem
 
 STEP = "step = max_elements // h  # triples per chunk: a chunk's features are (step, h)"
 CHECK = "if max_elements < h:"

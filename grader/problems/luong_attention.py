@@ -1,6 +1,6 @@
 """Spec: Luong attention (dot, scaled_dot, general, concat)."""
-from ..spec import Method, Mistake, Problem
-from ..spec import SCORE_BOUND
+from ..model.spec import Method, Mistake, Problem
+from ..model.spec import SCORE_BOUND
 from ._common import (
     DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, dropout_mistakes,
     qkv_inputs, scale_scorer,

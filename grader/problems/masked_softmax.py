@@ -1,7 +1,7 @@
 """Spec: masked softmax."""
 import torch
 
-from ..spec import LENS_DOC, SCORE_BOUND, Method, Mistake, Problem
+from ..model.spec import LENS_DOC, SCORE_BOUND, Method, Mistake, Problem
 
 
 def _inputs(cfg, gen):

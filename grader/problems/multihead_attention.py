@@ -1,7 +1,7 @@
 """Spec: Transformer multi-head attention (batch first)."""
 import torch
 
-from ..spec import SCORE_BOUND, Method, Mistake, Problem
+from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
 from ._common import (
     BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, CONCAT_NO_TRANSPOSE_ZH, DROPOUT_MISTAKES_ZH,
     MASK_DOC, SPREAD, aligned, concat_no_transpose, dropout_mistakes,

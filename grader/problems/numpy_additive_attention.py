@@ -1,7 +1,7 @@
 """Spec: one Bahdanau decoder step in NumPy (the warm-up)."""
 import torch
 
-from ..spec import SCORE_BOUND, Method, Mistake, Problem
+from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
 
 STABLE = "e = e - e.max()  # exp of the largest score is 1: no overflow"
 MISTAKES = (

@@ -1,0 +1,1 @@
+"""For the kit's maintainers: regenerating files, the self-check, mutation testing."""

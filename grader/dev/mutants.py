@@ -1,0 +1,173 @@
+"""Mutation testing of the hidden checks: `attnkit dev mutants`.
+
+Mutants of each reference solution come from mutmut's own mutation operators (numbers,
+strings, names, operators, keywords, arguments removed, assignments: its
+`create_mutations`, configured by `[tool.mutmut]` in pyproject.toml). mutmut's runner
+expects a test suite per source file; here the "test suite" is the problem's hidden
+checks, so each mutant is graded in this process exactly as diagnosis runs a catalogued
+variant: the mutated reference answers the problem's seeded calls, and each CPU check
+judges the answers. A mutant is killed when some check fails it. A surviving mutant must
+be listed, with the reason it cannot be told apart from the reference, in
+grader/equivalent_mutants.json (reviewed by hand); `killed K/N` counts the others.
+"""
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import os
+import random
+import signal
+import types
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import ROOT
+from ..judge.checks import CHECKS
+from ..judge.context import Context, Failed
+from .. import REFERENCE_DIR
+from ..grading import _plan, _reference_results
+from ..judge.reference import reference
+from ..run.harness import execute
+
+EQUIVALENTS = Path(__file__).with_name("equivalent_mutants.json")
+TIMEOUT = 20  # seconds for one mutant's calls: a mutant that loops is killed by the clock
+
+
+@dataclass(frozen=True)
+class Mutant:
+    problem: str
+    key: str  # "line N: old => new": stable while the reference's line stays the same
+    source: str
+
+
+def mutants(problem) -> list[Mutant]:
+    """Every mutant mutmut's operators make of the problem's reference, in source order."""
+    from mutmut.mutation.file_mutation import create_mutations
+
+    code = (REFERENCE_DIR / f"{problem.id}.py").read_text()
+    with _cwd(ROOT):  # mutmut reads its [tool.mutmut] configuration from the working directory
+        module, mutations, _, _ = create_mutations(f"solutions/{problem.id}.py", code)
+    out, seen = [], set()
+    for m in mutations:
+        source = module.deep_replace(m.original_node, m.mutated_node).code
+        key = _key(code, source)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(Mutant(problem.id, key, source))
+    return out
+
+
+def _key(old: str, new: str) -> str:
+    a, b = old.splitlines(), new.splitlines()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            before = " / ".join(x.strip() for x in a[i1:i2])
+            after = " / ".join(x.strip() for x in b[j1:j2])
+            return f"line {i1 + 1}: {before} => {after}"
+    return ""
+
+
+@contextlib.contextmanager
+def _cwd(path: Path):
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def equivalents() -> dict[tuple[str, str], str]:
+    """{(problem, mutant key): why it is equivalent} from the reviewed file."""
+    if not EQUIVALENTS.exists():
+        return {}
+    return {(e["problem"], e["mutant"]): e["why"] for e in json.loads(EQUIVALENTS.read_text())}
+
+
+class _Timeout(Exception):
+    pass
+
+
+def kill(problem, mutant: Mutant, seed: int) -> str | None:
+    """The id of the first check that fails the mutant (with why, for a crash), or None if it survives."""
+    reference(problem)  # registers the reference package, whose siblings the mutant imports
+    module = types.ModuleType(f"attnkit_reference._mutant_{problem.id}")
+    module.__package__ = "attnkit_reference"
+    try:
+        exec(compile(mutant.source, f"<mutant {mutant.key}>", "exec"), module.__dict__)
+        target = getattr(module, problem.symbol)
+    except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is killed
+        return f"load ({type(exc).__name__})"
+    plan = _plan(problem, seed, False)
+    refs = _reference_results(problem, seed, False)
+    got = _answers(plan, target)
+    if got is None:
+        return "timeout"
+    ctx = Context(problem, plan, got, refs, None, seed)
+    for cid in problem.points:
+        check = CHECKS[cid]
+        if check.needs_cuda or "imports" in check.groups:
+            continue
+        try:
+            check.judge(ctx)
+        except Failed:
+            return cid
+    return None
+
+
+def _answers(plan, target) -> dict | None:
+    got = {}
+
+    def alarm(*_):
+        raise _Timeout
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(TIMEOUT)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for key, case in plan.items():
+                if case.group == "imports":
+                    continue
+                try:
+                    got[key] = {"ok": True, **execute(case.call, target)}
+                except _Timeout:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - like the learner's code, a mutant may raise
+                    got[key] = {"ok": False, "error": {"type": type(exc).__name__, "text": str(exc)[:300],
+                                                       "message": str(exc)[:300], "value_error": isinstance(exc, ValueError)}}
+    except _Timeout:
+        return None
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return got
+
+
+def run(problems, seed: int, sample: int | None = None, sample_seed: int = 0, progress=None) -> dict:
+    """{problem: {"mutants": N, "killed": K, "equivalent": E, "survivors": [key, ...], "stale": [key, ...]}}.
+
+    With `sample`, only that many mutants per problem (drawn with `sample_seed`) are graded."""
+    listed = equivalents()
+    out = {}
+    for problem in problems:
+        every = mutants(problem)
+        keys = {m.key for m in every}
+        chosen = every if sample is None else random.Random(f"{sample_seed}/{problem.id}").sample(every, min(sample, len(every)))
+        killed, equivalent, survivors = 0, 0, []
+        for m in chosen:
+            by = kill(problem, m, seed)
+            if by:
+                killed += 1
+            elif (problem.id, m.key) in listed:
+                equivalent += 1
+            else:
+                survivors.append(m.key)
+            if progress:
+                progress(problem.id, m, by)
+        stale = sorted(k for p, k in listed if p == problem.id and k not in keys)
+        out[problem.id] = {"mutants": len(chosen), "killed": killed, "equivalent": equivalent,
+                           "survivors": survivors, "stale": stale}
+    return out

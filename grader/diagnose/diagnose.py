@@ -1,0 +1,295 @@
+"""Recognise which catalogued mistake a failing check shows.
+
+1. By symptoms (grader/diagnose/symptoms.py), first: what a check's own evidence shows (dropout with
+   the wrong p, torch imported), the kind of parameter difference (an extra or a missing
+   bias, a weight on the wrong side), and error shapes whose cause is certain (NaN or uniform
+   rows with no allowed key while the rest is right, rows lost only where every valid score
+   is very negative, chunks normalised apart, sums over the wrong axis, float32 rounding
+   inside a float64 computation).
+2. By reproduction: each catalogued mistake is a small patch of the reference. The patched
+   reference runs (in the grader's process) on the very calls the learner's code got; a
+   mistake is named when it reproduces the learner's results on every call of the check,
+   on at least one call where the learner and the reference differ. For a module, the
+   mistakes of a problem it imports (masked_softmax) are tried too, as `masked_softmax:<id>`,
+   but only when that problem fails its own checks.
+Where neither names one, the check says so, with what the results show, rather than guessing.
+"""
+from __future__ import annotations
+
+import types
+import warnings
+
+import torch
+
+from ..judge.checks import CHECKS
+from ..judge.compare import STABILITY, tolerance, usage
+from .. import REFERENCE_DIR
+from ..judge.reference import reference
+from ..run.harness import execute
+from ..model.i18n import word
+from .mistakes import apply
+from . import symptoms
+from ..problems import get
+from ..draw.scenarios import as_reference
+from ..model.spec import Mistake
+
+_CACHE: dict = {}
+_RESULTS: dict = {}
+
+
+def _variant(problem, mistake: Mistake, dependency=None):
+    """The reference with `mistake` applied (to the problem itself, or to the dependency it imports)."""
+    key = (problem.id, mistake.id, dependency)
+    if key not in _CACHE:
+        reference(problem)  # registers the reference package, whose siblings the variant imports
+        source = (REFERENCE_DIR / f"{problem.id}.py").read_text()
+        module = types.ModuleType(f"attnkit_reference._mistake_{problem.id}_{dependency}_{mistake.id}")
+        module.__package__ = "attnkit_reference"
+        exec(compile(source if dependency else apply(source, mistake), f"<{mistake.id}>", "exec"), module.__dict__)
+        if dependency:  # the module's own code, calling the dependency's mistaken version
+            dep = get(dependency)
+            setattr(module, dep.symbol, getattr(_variant(dep, mistake), dep.symbol))
+        _CACHE[key] = module
+    return _CACHE[key]
+
+
+def candidates(problem, failing_deps=()):
+    """(reported id, Mistake, target) for the problem's own mistakes, then those of the imported problems
+    that fail their own checks."""
+    out = [(m.id, m, lambda m=m: getattr(_variant(problem, m), problem.symbol)) for m in problem.mistakes]
+    for dep in failing_deps:
+        out += [(f"{dep}:{m.id}", m, lambda m=m, dep=dep: getattr(_variant(problem, m, dep), problem.symbol))
+                for m in get(dep).mistakes]
+    return out
+
+
+def _tol(case, key=None):
+    if case.group == "stable":
+        return STABILITY
+    return tolerance(case.call.get("dtype", "float64"), grad=bool(key))
+
+
+def same(case, a: dict | None, b: dict | None) -> bool | None:
+    """Do two results of one call agree? None when both raised (agreement too weak to count)."""
+    if a is None or b is None:
+        return False
+    if not a["ok"] or not b["ok"]:
+        if not a["ok"] and not b["ok"]:  # the same exception, same message: reproduced; else too weak to count
+            ea, eb = a["error"], b["error"]
+            return True if (ea["type"], ea.get("message")) == (eb["type"], eb.get("message")) else None
+        return False
+    if "outputs" not in a:  # construct-only calls
+        return a.get("params") == b.get("params")
+    if a.get("changed") != b.get("changed"):
+        return False
+    if "allowed" in case.meta and "peak" in a and "peak" in b:  # memory: both within the bound, or the same overrun
+        x, y = a["peak"]["elements"], b["peak"]["elements"]
+        if max(x, y) > case.meta["allowed"] and x != y:
+            return False
+    runs = zip(a["outputs"], b["outputs"])
+    for run_a, run_b in runs:
+        pairs = list(zip(run_a, run_b))
+        if case.call.get("train"):
+            pairs = pairs[-1:]  # dropout draws differ: compare the (pre-dropout) weights only
+        for x, y in pairs:
+            if x.shape != y.shape or not _close(x, y, _tol(case)):
+                return False
+    for key, g in (a.get("grads") or {}).items():
+        h = (b.get("grads") or {}).get(key)
+        if (g is None) != (h is None) or (g is not None and (g.shape != h.shape or not _close(g, h, _tol(case, key)))):
+            return False
+    return True
+
+
+def _close(x, y, tol) -> bool:
+    x, y = x.to(torch.float64), y.to(torch.float64)
+    finite = torch.isfinite(x) & torch.isfinite(y)
+    if not torch.equal(torch.isfinite(x), torch.isfinite(y)) or not torch.equal(torch.isnan(x), torch.isnan(y)):
+        return False
+    return usage(x[finite], y[finite], tol) <= 1.0
+
+
+def _ctor_error_result(res):
+    """A ctor_error call compares by outcome: accepted, ValueError, or another error."""
+    if res is None:
+        return None
+    return "accepted" if res["ok"] else ("ValueError" if res["error"]["value_error"] else "other")
+
+
+def diagnose(problem, ctx, failing_checks) -> dict[str, str | None]:
+    """For each failing check (CheckResult): the id of the mistake that explains it, or None.
+
+    A parameter difference of a catalogued kind explains every failing check. Otherwise a check's own
+    symptom names that check; then exact reproduction; then an error shape whose cause is certain; then
+    reproduction that explains the calls the learner got wrong (it may differ on calls they got right).
+    A mistake is reproduced on a check when, on every call where the learner's result differs from the
+    reference's, the mistaken variant gives the learner's result. A mistake that explains every failing
+    check is named for all of them; otherwise each check gets its own."""
+    failing = [c.id for c in failing_checks]
+    by_params = _parameter_mistake(problem, ctx)
+    if by_params:
+        return {cid: by_params for cid in failing}
+    ids = symptoms.known_ids(problem, ctx.failing_deps)
+    reproduced = _reproduce(problem, ctx, failing)
+    shape = symptoms.certain(problem, ctx, failing)
+    found = {}
+    for c in failing_checks:
+        rid, exact = reproduced.get(c.id, (None, False))
+        if c.symptom in ids:
+            found[c.id] = c.symptom
+        elif rid and exact:
+            found[c.id] = rid
+        else:
+            found[c.id] = shape or rid
+    return found
+
+
+def _reproduce(problem, ctx, failing) -> dict:
+    """{check id: (mistake id, exact)} for the checks some catalogued variant reproduces."""
+    cache = _RESULTS.setdefault((problem.id, ctx.seed), {})  # variants are deterministic: reuse across runs
+    cases = {cid: _check_cases(ctx, cid) for cid in failing}
+    scores = {
+        rid: {cid: _explains(ctx, cases[cid], rid, target, cache) for cid in failing}
+        for rid, _, target in candidates(problem, ctx.failing_deps)
+    }
+    whole = [
+        ((all(s[c][0] for c in failing), sum(s[c][1] for c in failing)), rid)
+        for rid, s in scores.items() if all(s[c] is not None for c in failing)
+    ]
+    if whole:
+        (exact, _), best = max(whole, key=lambda t: t[0])  # max keeps catalogue order on ties
+        return {cid: (best, exact) for cid in failing}
+    found = {}
+    base = ctx.of("base")
+    targets = {rid: target for rid, _, target in candidates(problem, ctx.failing_deps)}
+    for cid in failing:
+        # one check's own explanation must not be refuted by the general calls: a variant that misses one of
+        # the learner's wrong base results is another mistake, however well it fits this check alone
+        options = [(s[cid], rid) for rid, s in scores.items() if s[cid] is not None
+                   and (cid in ("parameters", "value_errors") or not _refuted(ctx, base, rid, targets[rid], cache))]
+        if options:
+            (exact, _), rid = max(options, key=lambda t: t[0])
+            found[cid] = (rid, exact)
+    return found
+
+
+def _refuted(ctx, base, rid, target, cache) -> bool:
+    """Does the variant miss a base call the learner got wrong?"""
+    wrong = [c for c in base if c.key in ctx.got and not same(c, ctx.got[c.key], {"ok": True, **ctx.ref[c.key]})]
+    return bool(wrong) and _explains(ctx, wrong, rid, target, cache) is None
+
+
+def _parameter_mistake(problem, ctx) -> str | None:
+    """The one catalogued mistake whose variant has the same kinds of parameter difference as the learner's
+    module, over every constructor call (e.g. an extra bias, wherever it sits)."""
+    cases = [c for c in ctx.of("ctor") if (r := ctx.got.get(c.key)) and r.get("ok") and "params" in r]
+    if not cases:
+        return None
+
+    def kinds(params_of):
+        out = set()
+        for case in cases:
+            expected = {n: list(s) for n, s in problem.params({**case.cfg, **case.variant}).items()}
+            params = params_of(case)
+            if params is None:
+                return None
+            out |= symptoms.parameter_kinds(params, expected)
+        return out
+
+    learner = kinds(lambda case: ctx.got[case.key]["params"])
+    if not learner:
+        return None
+    cache = _RESULTS.setdefault((problem.id, ctx.seed), {})
+    matches = []
+    for rid, _, target in candidates(problem):
+        def variant_params(case, rid=rid, target=target):
+            res = _run_variant(case, rid, target, cache)
+            return res.get("params") if res.get("ok") else None
+
+        if kinds(variant_params) == learner:
+            matches.append(rid)
+    return matches[0] if len(matches) == 1 else None
+
+
+def _check_cases(ctx, cid):
+    cases = [c for g in CHECKS[cid].groups for c in ctx.of(g)]
+    return cases + (ctx.of("ctor_error") if cid in ("parameters", "value_errors") else [])
+
+
+def _run_variant(case, rid, target, cache):
+    key = (rid, case.key)
+    if key not in cache:
+        try:
+            call = case.call if case.call.get("device", "cpu") == "cpu" else as_reference(case.call)  # its own dtype
+            with warnings.catch_warnings():  # a mistaken NumPy variant overflows on purpose
+                warnings.simplefilter("ignore")
+                cache[key] = {"ok": True, **execute(call, target())}
+        except Exception as exc:  # noqa: BLE001 - a mistaken variant may raise, like the learner's code
+            cache[key] = {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)[:500],
+                                                 "value_error": isinstance(exc, ValueError)}}
+    return cache[key]
+
+
+def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
+    """(exact, evidence): the variant reproduces each call the learner got wrong (evidence counts
+    them; 0 means nothing to explain), within tolerance or closely (`_close_to`); exact when it agrees
+    within tolerance on every call, right or wrong. None when it misses one of the learner's wrong results."""
+    evidence, exact = 0, True
+    for case in cases:
+        got = ctx.got.get(case.key)
+        if got is None:
+            return None
+        variant = _run_variant(case, rid, target, cache)
+        if case.group == "ctor_error":
+            wrong = _ctor_error_result(got) != "ValueError"
+            agree = _ctor_error_result(got) == _ctor_error_result(variant)
+        else:
+            expected = ctx.ref.get(case.key)
+            dtypes = _dtypes(got)
+            wrong = expected is None or not same(case, got, {"ok": True, **expected}) or (
+                dtypes is not None and dtypes != [case.call.get("dtype", "float64")] * len(dtypes))
+            agree = same(case, got, variant)
+            agree = agree and _dtypes(got) == _dtypes(variant) if agree is not None else None
+        if wrong and not agree:
+            if case.group == "ctor_error" or not _close_to(got, variant, ctx.ref.get(case.key)):
+                return None
+            agree, exact = True, False  # reproduced closely, not exactly
+        evidence += bool(wrong and agree)
+        exact &= bool(agree) or agree is None
+    return (exact, evidence) if evidence else None
+
+
+CLOSE = 0.01
+"""Close reproduction: the variant's distance to the learner's result is at most this fraction of the
+reference's, on every output (the learner's mistake is written differently, e.g. with another fill value)."""
+
+
+def _close_to(got, variant, expected) -> bool:
+    if not (got and variant and expected and got.get("ok") and variant.get("ok") and "outputs" in got
+            and "outputs" in variant):
+        return False
+    tol = tolerance("float64")
+    for g, v, e in zip(got["outputs"][0], variant["outputs"][0], expected["outputs"][0]):
+        if g.shape != v.shape or g.shape != e.shape or not (torch.isfinite(g).all() and torch.isfinite(v).all()):
+            return False
+        to_reference = usage(g, e, tol)
+        if to_reference > 1 and usage(g, v, tol) > CLOSE * to_reference:
+            return False
+    return True
+
+
+def _dtypes(res) -> list[str] | None:
+    if not res or not res.get("ok") or not res.get("outputs"):
+        return None
+    return [str(o.dtype).replace("torch.", "") for o in res["outputs"][0]]
+
+
+def describe(problem, rid: str | None) -> str:
+    """The teaching text for a recognised mistake id (or the honest 'nothing matches')."""
+    if rid is None:
+        return word("nothing")
+    owner, _, mid = rid.rpartition(":")
+    source = get(owner) if owner else get(problem.id)
+    m = next(x for x in source.mistakes if x.id == mid)
+    where = f" ({word('imported', owner=owner, pid=problem.id)})" if owner else ""
+    return f"{word('mistake')} [{rid}]: {m.name}{where}.\n  {word('why')}: {m.explain}\n  {word('fix')}: {m.hint}"

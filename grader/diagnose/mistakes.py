@@ -1,0 +1,19 @@
+"""Turning a catalogued mistake into source: the reference with the mistake's patch applied."""
+from __future__ import annotations
+
+from ..model.spec import Mistake, Problem
+
+
+def apply(source: str, mistake: Mistake) -> str:
+    for old, new in mistake.patch:
+        count = source.count(old)
+        if count != 1:
+            raise ValueError(f"mistake {mistake.id}: {old!r} occurs {count} times in the reference, expected once")
+        source = source.replace(old, new)
+    return source
+
+
+def wrong_source(problem: Problem, mistake: Mistake) -> str:
+    from .. import REFERENCE_DIR
+
+    return apply((REFERENCE_DIR / f"{problem.id}.py").read_text(), mistake)

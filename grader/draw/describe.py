@@ -1,0 +1,46 @@
+"""Say what was called, in the learner's terms: names, dtypes, shapes with named dims, lengths."""
+from __future__ import annotations
+
+import torch
+
+from ..model.spec import Problem
+
+
+def call_text(problem: Problem, case) -> str:
+    call = case.call
+    forward = problem.methods[-1]
+    parts = [f"{n}={_value(a, dims)}" for (n, dims), a in zip(forward.args, call.get("args", []))]
+    where = "" if call.get("device", "cpu") == "cpu" else f" on {call['device']}"
+    if not problem.is_module:
+        return f"{problem.symbol}({', '.join(parts)}){where}"
+    mode = "train()" if call.get("train") else "eval()"
+    return f"{ctor_text(problem, call['ctor'])}.{mode}({', '.join(parts)}){where}"
+
+
+def ctor_text(problem: Problem, ctor: dict) -> str:
+    args = [repr(a) for a in ctor["args"]] + [f"{k}={v!r}" for k, v in ctor["kwargs"].items()]
+    return f"{problem.symbol}({', '.join(args)})"
+
+
+def _value(a, dims: str = "") -> str:
+    if a is None:
+        return "None"
+    if not isinstance(a, torch.Tensor):
+        return repr(a)
+    if a.is_floating_point():
+        return f"<{str(a.dtype).replace('torch.', '')} {_shape(a.shape, dims)}>"
+    return f"{a.tolist()}" if a.numel() <= 12 else f"<{a.dtype} {tuple(a.shape)}>"
+
+
+def _shape(shape, dims: str) -> str:
+    """(2, 3, 5) as (B=2, Tq=3, dq=5) when the documented dims, e.g. "(B, Tq, dq)", name every axis."""
+    names = dims.split(")")[0].lstrip("(").replace(" ", "").split(",") if dims.startswith("(") else []
+    if names[:1] == ["..."] and len(shape) >= len(names) - 1:  # leading dims: shown as plain sizes
+        names = ["1"] * (len(shape) - len(names) + 1) + names[1:]
+    if len(names) != len(shape):
+        return str(tuple(shape))
+    return "(" + ", ".join(str(s) if n.isdigit() else f"{n}={s}" for n, s in zip(names, shape)) + ")"
+
+
+def error_text(result: dict) -> str:
+    return result["error"]["text"]

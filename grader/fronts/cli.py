@@ -1,0 +1,151 @@
+"""attnkit: grade an implementation, and keep the kit's generated files fresh."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .commands import (untrusted, cmd_batch, cmd_classroom, cmd_course, cmd_dev, cmd_export, cmd_grade,
+                       cmd_gradescope)
+from ..run.submission import impl_dir
+from .options import BadInput, default_impl, positive
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, no usage dump
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        sys.exit(2)
+
+
+def add_limit_flags(p) -> None:
+    from .options import add_flags
+
+    p.add_argument("--timeout", type=positive(float), metavar="SECONDS", help="wall-clock limit per problem (default 30)")
+    add_flags(p.add_argument)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="attnkit", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    g = sub.add_parser("grade", help="grade an implementation directory or .zip (default: exercises/)")
+    g.add_argument("--impl", metavar="PATH", help="directory holding the problem modules, or a .zip of one")
+    g.add_argument("--json", metavar="REPORT.json", help="also write the JSON report here")
+    g.add_argument("--plots", metavar="DIR", help="write a PNG of the attention weights per failing check here")
+    g.add_argument("--seed", type=int, help="seed of the hidden inputs (default: the kit's)")
+    g.add_argument("--problems", metavar="ID,...", help="grade only these problems (ids or unique prefixes)")
+    g.add_argument("--report", metavar="REPORT.md", help="write the interviewer's report (markdown) here")
+    g.add_argument("--junit", metavar="PATH.xml", help="write JUnit XML (one test case per check) here")
+    g.add_argument("--untrusted", action="store_true",
+                   help="someone else's code: refuse to grade without the OS sandbox (bubblewrap); --report implies it")
+    add_limit_flags(g)
+    g.set_defaults(run=cmd_grade)
+    from .learner import cmd_hint, cmd_list, cmd_reset, cmd_solution
+
+    ls = sub.add_parser("list", help="every problem with its status and score, and your progress")
+    _impl_arg(ls)
+    ls.set_defaults(run=cmd_list)
+    h = sub.add_parser("hint", help="the next hint for a problem (one level at a time)")
+    h.add_argument("problem")
+    h.set_defaults(run=cmd_hint)
+    w = sub.add_parser("watch", help="re-grade the problem you edit on every save")
+    _impl_arg(w)
+    w.add_argument("--poll", type=float, default=0.05, metavar="SECONDS", help=argparse.SUPPRESS)
+    w.add_argument("--max-regrades", type=int, default=None, help=argparse.SUPPRESS)
+    w.set_defaults(run=lambda a: __import__("attnkit.fronts.watch", fromlist=["cmd_watch"]).cmd_watch(a))
+    s = sub.add_parser("solution", help="the reference solution, once your implementation passes")
+    s.add_argument("problem")
+    s.add_argument("--force", action="store_true", help="show it before passing (recorded in the state file)")
+    _impl_arg(s)
+    s.set_defaults(run=cmd_solution)
+    r = sub.add_parser("reset", help="back up your file and restore the stub")
+    r.add_argument("problem")
+    _impl_arg(r)
+    r.set_defaults(run=cmd_reset)
+    b = sub.add_parser("grade-batch", help="grade every submission (directory or .zip) in a folder")
+    b.add_argument("submissions", metavar="SUBMISSIONS_DIR")
+    b.add_argument("--out", required=True, metavar="DIR", help="one JSON per submission, and grades.csv")
+    b.add_argument("--workers", type=int, default=2, metavar="N", help="submissions graded at a time (default 2)")
+    b.add_argument("--force", action="store_true", help="grade again what is already in --out")
+    b.add_argument("--seed", type=int, help="seed of the hidden inputs (default: the kit's)")
+    b.add_argument("--problems", metavar="ID,...", help="grade only these problems (ids or unique prefixes)")
+    add_limit_flags(b)
+    b.set_defaults(run=cmd_batch)
+    gs = sub.add_parser("gradescope", help="for courses on Gradescope: build the autograder, or run it")
+    gs.add_argument("action", choices=["build", "run"])
+    gs.add_argument("out", nargs="?", metavar="OUT.zip", help="build: the autograder zip to write")
+    gs.add_argument("--root", default="/autograder", help=argparse.SUPPRESS)
+    gs.set_defaults(run=cmd_gradescope)
+    cl = sub.add_parser("classroom", help="for GitHub Classroom: write the autograding workflow")
+    cl.add_argument("action", choices=["init"])
+    cl.add_argument("directory", metavar="DIR", help="the assignment's template repository")
+    cl.add_argument("--kit", default="attnkit", metavar="REQUIREMENT",
+                    help="how the workflow installs attnkit: a pip requirement (git URL, private index)")
+    cl.set_defaults(run=cmd_classroom)
+    e = sub.add_parser("export", help="for interviewers: write a candidate bundle (stubs, README, public checks)")
+    e.add_argument("directory", metavar="DIR")
+    e.add_argument("--problems", metavar="ID,...", help="which problems (default: all); a unique prefix works")
+    e.set_defaults(run=cmd_export)
+    c = sub.add_parser("course", help="for instructors: make an nbgrader course")
+    c.add_argument("action", choices=["init"])
+    c.add_argument("directory", metavar="DIR")
+    c.set_defaults(run=cmd_course)
+    d = sub.add_parser("dev", help="for the kit's maintainers: regenerate files, self-check, mutation testing")
+    d.add_argument("action", choices=["sync", "check", "mutants"])
+    d.add_argument("--problems", metavar="ID,...", help="mutants: which problems (default: all); a unique prefix works")
+    d.add_argument("--json", metavar="OUT", help="mutants: also write the results as JSON")
+    d.add_argument("--sample", type=int, metavar="N", help="mutants: grade N mutants per problem, drawn with --seed")
+    d.add_argument("--seed", type=int, default=0, metavar="N", help="mutants: seed of the sample (default 0)")
+    d.set_defaults(run=cmd_dev)
+    for name, command in sub.choices.items():
+        if name != "dev":  # generated files are English (and Chinese) whatever the chosen language
+            command.add_argument("--lang", choices=["en", "zh"], help="statements, hints and mistakes in English "
+                                 "or Simplified Chinese (default: $ATTNKIT_LANG, else en)")
+    return p
+
+
+def _impl_arg(p) -> None:
+    p.add_argument("--impl", metavar="PATH", help="directory holding the problem modules (default: exercises/)")
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    if getattr(args, "lang", None):
+        from ..model.i18n import set_lang
+
+        set_lang(args.lang)
+    try:
+        if args.command in ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev"):
+            _warm_up(args)
+        if hasattr(args, "impl") and args.command != "grade":
+            args.impl = impl_dir(args.impl if args.impl is not None else default_impl())
+        return args.run(args)
+    except BadInput as exc:
+        sys.stderr.write(f"attnkit: error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("attnkit: interrupted\n")
+        return 130
+    finally:
+        from ..run.forkserver import stop
+        from ..run.jail_process import stop as stop_sandboxes
+
+        stop()  # the workers' server ends with the command, not a moment after it
+        stop_sandboxes()
+
+
+def _warm_up(args) -> None:
+    """Start what grading needs while we import torch: a spare bubblewrap sandbox, else the forkserver.
+    Refuses here, before any work, when the sandbox is required and unusable."""
+    from ..run.jail import decide
+
+    if args.command == "dev" or not decide(True if untrusted(args) else None):
+        from ..run.forkserver import warm_up
+
+        warm_up()  # the workers' forkserver imports torch while we do
+        return
+    from ..run.jail_process import warm_up as warm_up_sandbox
+
+    warm_up_sandbox(repeat=args.command in ("grade-batch", "watch", "list"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

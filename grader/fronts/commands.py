@@ -1,0 +1,217 @@
+"""What `attnkit grade`, `grade-batch`, `export`, `gradescope`, `classroom`, `course` and `dev` do
+(the learner's commands are in learner.py and watch.py; the parser is cli.py)."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .options import BadInput, default_impl, json_path
+
+
+def cmd_grade(args) -> int:
+    import pytest
+
+    from ..defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
+    from ..report.summary import failures, table
+    from ..report.term import fancy
+
+    from ..run.submission import open_submission
+
+    impl, unpacked = open_submission(args.impl if args.impl is not None else default_impl())
+    out = json_path(args.json) if args.json else None
+    md = json_path(args.report, "--report") if args.report else None
+    junit = json_path(args.junit, "--junit") if args.junit else None
+    plots = _plots_dir(args.plots) if args.plots else None
+    seen = {}
+
+    class Capture:
+        @pytest.hookimpl(trylast=True)
+        def pytest_sessionfinish(self, session):
+            seen["grader"] = session.config.pluginmanager.get_plugin("attnkit-grader")
+
+    # No configuration but ours: an empty ini file and an empty folder to "collect" (never the submission's,
+    # whose pytest.ini could name plugins, nor the kit's package, which pytest would import under a second name).
+    empty = tempfile.TemporaryDirectory(prefix="attnkit-grade-")
+    argv = [empty.name, "-c", os.devnull, "--rootdir", empty.name, "-p", "no:terminal", "-p", "no:cacheprovider",
+            "--noconftest", "--attnkit-only", "--attnkit-impl", str(impl),
+            "--attnkit-seed", str(args.seed if args.seed is not None else DEFAULT_SEED),
+            "--attnkit-timeout", str(args.timeout if args.timeout is not None else DEFAULT_TIMEOUT)]
+    if out:
+        argv += ["--attnkit-json", str(out)]
+    if args.problems:
+        from .options import problem_list
+
+        argv += ["--attnkit-problems", ",".join(problem_list(args.problems))]
+    if junit:
+        argv += [f"--junitxml={junit}"]
+    from .options import as_args
+
+    argv += as_args(args)
+    if untrusted(args):
+        argv += ["--attnkit-untrusted"]
+    try:
+        pytest.main(argv, plugins=[Capture()])
+    finally:
+        empty.cleanup()
+        if unpacked:
+            unpacked.cleanup()
+    report = getattr(seen.get("grader"), "report", None)
+    if report is None:
+        raise BadInput("grading did not run: is attnkit installed (pip install -e .)? Its pytest plugin is missing")
+    print(table(report, colour=fancy()))
+    details = failures(report)
+    if details:
+        print("\nWhat to fix:\n" + details)
+    if out:
+        print(f"\nJSON report: {out}")
+    if md:
+        from ..report.interview import write
+
+        write(report, md, str(args.impl), ["grade", *sys.argv[2:]] if sys.argv[1:2] == ["grade"] else ["grade"])
+        print(f"interviewer's report: {md}")
+    if plots:
+        from ..report.plots import write_plots
+
+        for path in write_plots(report, plots):
+            print(f"plot: {path}")
+    return exit_code(report)
+
+
+GRADER_ERROR_EXIT = 3
+"""`attnkit grade` (and `pytest` when grading): 0 full marks, 1 not full marks, 3 the grader failed on some check
+(those checks are left out of the maximum; the grade is incomplete), 2 bad input."""
+
+
+def exit_code(report) -> int:
+    if report.grader_errors:
+        return GRADER_ERROR_EXIT
+    return 0 if report.max_score > 0 and report.score == report.max_score else 1
+
+
+def _plots_dir(path) -> Path:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BadInput("--plots needs matplotlib: pip install -e \".[plots]\"") from None
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise BadInput(f"--plots {path}: not a directory")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"--plots {path}: cannot create it ({exc.strerror})") from None
+    return p
+
+
+def cmd_batch(args) -> int:
+    from ..integrations.batch import run
+    from ..defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
+    from .options import from_options
+
+    from .options import problem_list
+
+    rows = run(args.submissions, args.out, workers=args.workers, force=args.force,
+               problem_ids=problem_list(args.problems),
+               seed=args.seed if args.seed is not None else DEFAULT_SEED,
+               timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(args),
+               sandbox=True)
+    print(f"{len(rows)} submissions: results in {args.out} (grades.csv)")
+    return 0
+
+
+def cmd_gradescope(args) -> int:
+    from ..integrations import gradescope
+
+    if args.action == "run":
+        return gradescope.run(args.root)
+    if not args.out:
+        raise BadInput("gradescope build needs OUT.zip")
+    print(f"wrote {gradescope.build(args.out)}: upload it as the autograder (Configure Autograder, zip file)")
+    return 0
+
+
+def cmd_classroom(args) -> int:
+    from ..integrations.classroom import init
+
+    print(f"wrote {init(args.directory, args.kit)}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from ..integrations.export import export
+
+    from .options import problem_list
+    from ..problems import ORDER
+
+    for path in export(args.directory, problem_list(args.problems) or list(ORDER)):
+        print(f"wrote {path}")
+    print(f"give the candidate {args.directory}; grade what comes back with `attnkit grade --impl submission.zip "
+          f"--report report.md`")
+    return 0
+
+
+def cmd_course(args) -> int:
+    from ..integrations.course import ASSIGNMENT, init
+
+    for path in init(args.directory):
+        print(f"wrote {path}")
+    print(f"next: cd {args.directory} && nbgrader generate_assignment {ASSIGNMENT}")
+    return 0
+
+
+def cmd_dev(args) -> int:
+    from ..dev.tasks import sync
+
+    if args.action == "mutants":
+        return _mutants(args)
+    if args.action == "sync":
+        for line in sync() or ["everything generated is fresh"]:
+            print(line)
+        return 0
+    from ..dev.tasks import self_check
+
+    problems = self_check()
+    for line in problems:
+        print(line)
+    print("dev check: ok" if not problems else f"dev check: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def _mutants(args) -> int:
+    """Print `killed K/N non-equivalent mutants` per problem; exit 1 if any mutant survives unlisted."""
+    import json
+    import time
+
+    from ..defaults import DEFAULT_SEED
+    from ..dev.mutants import run
+    from .options import problem_list
+    from ..problems import all_problems, get
+
+    chosen = problem_list(args.problems) if args.problems else None
+    problems = [get(pid) for pid in chosen] if chosen else all_problems()
+    out = json_path(args.json) if args.json else None
+    if args.sample is not None and args.sample < 1:
+        raise BadInput(f"--sample must be at least 1, not {args.sample}")
+    start = time.monotonic()
+    results = run(problems, DEFAULT_SEED, args.sample, args.seed)
+    for pid, r in results.items():
+        live = r["mutants"] - r["equivalent"]
+        print(f"{pid}: killed {r['killed']}/{live} non-equivalent mutants ({r['equivalent']} equivalent, listed)")
+        for key in r["survivors"]:
+            print(f"  survived: {key}")
+        for key in r["stale"]:
+            print(f"  listed as equivalent but no longer a mutant: {key}")
+    print(f"{sum(r['mutants'] for r in results.values())} mutants in {time.monotonic() - start:.0f} s")
+    if out:
+        from ..files import atomic_write
+
+        atomic_write(out, json.dumps(results, indent=2) + "\n")
+    return 1 if any(r["survivors"] or r["stale"] for r in results.values()) else 0
+
+
+def untrusted(args) -> bool:
+    """Someone else's code: the sandbox is required (grade-batch, the Gradescope runner, --untrusted, --report)."""
+    return args.command in ("grade-batch", "gradescope") or bool(getattr(args, "untrusted", False) or
+                                                                 getattr(args, "report", None))

@@ -1,0 +1,79 @@
+"""Checking the kit's command-line input: one clear line per problem, never a traceback."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import BadInput
+from ..problems import ORDER, resolve
+from ..run.sandbox import FLAGS, Limits
+
+
+def default_impl() -> Path:
+    """exercises/ of the current directory if there is one, else the kit's own."""
+    from .. import ROOT
+
+    here = Path.cwd() / "exercises"
+    return here if here.is_dir() else ROOT / "exercises"
+
+
+def json_path(path, flag: str = "--json") -> Path:
+    """A file the command will write: its folder exists and it can really be written."""
+    p = Path(path).expanduser()
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise BadInput(f"{flag} {path}: is a directory")
+    if not parent.is_dir():
+        raise BadInput(f"{flag} {path}: directory {parent} does not exist")
+    existed = p.exists()
+    try:  # a real test: permission bits do not tell for root, read-only mounts or /proc
+        with open(p, "a"):
+            pass
+    except OSError as exc:
+        raise BadInput(f"{flag} {path}: not writable ({exc.strerror})") from None
+    if not existed:
+        p.unlink()
+    return p
+
+
+def problem_list(text) -> list[str] | None:
+    """--problems ID,...: ids or unique prefixes, in track order; None for all."""
+    if not text:
+        return None
+
+    chosen = {resolve(name.strip()) for name in text.split(",") if name.strip()}
+    return [pid for pid in ORDER if pid in chosen]
+
+
+def positive(kind):
+    """An argparse type: a number of `kind` (int or float) above 0, else one clear line (exit 2)."""
+    import argparse
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0 or value != value or value in (float("inf"),):
+            raise argparse.ArgumentTypeError(f"must be a number above 0, not {text}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+def add_flags(add, prefix: str = "--") -> None:
+    """Declare the limit flags with `add(flag, dest=..., ...)` (argparse's or pytest's addoption, whose
+    flags take `prefix`: --attnkit-cpu-limit)."""
+    for field, flag, metavar, text in FLAGS:
+        add(prefix + flag[2:], dest=f"limit_{field}", type=positive(int), default=None, metavar=metavar,
+            help=f"{text} (default {getattr(Limits(), field)})")
+
+
+def from_options(options) -> Limits:
+    return Limits(**{f: getattr(options, f"limit_{f}") for f, *_ in FLAGS if getattr(options, f"limit_{f}", None) is not None})
+
+
+def as_args(options) -> list[str]:
+    """The limits set in `options`, as the pytest plugin's flags (--attnkit-cpu-limit 5 ...)."""
+    return [a for f, flag, *_ in FLAGS if getattr(options, f"limit_{f}", None) is not None
+            for a in ("--attnkit-" + flag[2:], str(getattr(options, f"limit_{f}")))]

@@ -1,0 +1,176 @@
+"""The pytest plugin: each (problem, check) is a test item worth the spec's points.
+
+`pytest` at the repo root grades exercises/; `--attnkit-impl PATH` grades any directory that
+follows the contract. Installed, the plugin is loaded by every pytest in the environment, so it
+stays inert unless asked: its options all start with --attnkit-, and it grades only when one of
+them is given or the project's own configuration says `attnkit_grade = true` (the kit's does). The learner's code runs in worker processes (see grading.py);
+failures show the check's own message instead of a traceback, and the score table is
+printed at the end. `attnkit grade` runs this same plugin through pytest.main.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .. import ROOT
+from .options import BadInput, json_path, positive
+
+from ..defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
+
+# Loaded (as an entry point) by every pytest run in the environment: torch and the
+# grader's heavier modules are imported only once a run turns out to be grading.
+
+
+def pytest_addoption(parser):
+    parser.addini("attnkit_grade", type="bool", default=False,
+                  help="attnkit: a plain `pytest` in this project grades exercises/")
+    group = parser.getgroup("attnkit", "attnkit grading")
+    group.addoption("--attnkit-impl", dest="attnkit_impl", default=None, metavar="PATH",
+                    help="directory (or .zip) to grade (default: exercises/)")
+    group.addoption("--attnkit-json", dest="attnkit_json", default=None, metavar="PATH", help="write the JSON report here")
+    group.addoption("--attnkit-seed", dest="attnkit_seed", type=int, default=DEFAULT_SEED, help="seed of the hidden inputs")
+    group.addoption("--attnkit-timeout", dest="attnkit_timeout", type=positive(float), default=DEFAULT_TIMEOUT,
+                    metavar="SECONDS", help="wall-clock limit for each problem's worker")
+    group.addoption("--attnkit-only", action="store_true", help="grade only; collect no test files")
+    group.addoption("--attnkit-problems", dest="attnkit_problems", default=None, metavar="ID,...",
+                    help="grade only these problems (ids or unique prefixes)")
+    group.addoption("--attnkit-untrusted", action="store_true",
+                    help="someone else's code: refuse to grade without the OS sandbox (bubblewrap)")
+    from .options import add_flags
+
+    add_flags(group.addoption, prefix="--attnkit-")
+
+
+def pytest_configure(config):
+    o = config.option
+    explicit = o.attnkit_impl is not None or o.attnkit_only or o.attnkit_json is not None
+    default_run = config.getini("attnkit_grade") and config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    if not (explicit or default_run):
+        return  # `pytest tests`, or another project: the plugin stays out of the way
+    config.addinivalue_line("markers", "attnkit(problem, check, points): a graded check of the attnkit grader")
+    from ..run.submission import open_submission
+
+    from .options import problem_list
+
+    from ..run.jail import decide
+
+    try:
+        impl, unpacked = open_submission(o.attnkit_impl if o.attnkit_impl is not None else config.rootpath / "exercises",
+                                         label="--attnkit-impl")
+        out = json_path(o.attnkit_json) if o.attnkit_json else None
+        chosen = problem_list(o.attnkit_problems)
+        jailed = decide(True if o.attnkit_untrusted else None)
+    except BadInput as exc:
+        raise pytest.UsageError(f"attnkit: {exc}") from None
+    config._attnkit_unpacked = unpacked  # a zip's temporary directory lives as long as the session
+    if jailed:
+        from ..run.jail_process import stop, warm_up
+
+        config.add_cleanup(stop)
+    else:
+        from ..run.forkserver import warm_up
+    warm_up()  # the workers' sandbox or forkserver imports torch while pytest and the grader do
+    only = o.attnkit_only or config.args_source != pytest.Config.ArgsSource.ARGS  # no test paths named: grade only
+    from .options import from_options
+
+    grader = Grader(impl, out, o.attnkit_seed, o.attnkit_timeout, only, from_options(o), chosen, jailed)
+    config.pluginmanager.register(grader, "attnkit-grader")
+
+
+class CheckFailed(Exception):
+    pass
+
+
+class ProblemNode(pytest.Collector):
+    def collect(self):
+        return []
+
+
+class CheckItem(pytest.Item):
+    def __init__(self, *, grader, problem, check, points, **kw):
+        super().__init__(**kw)
+        self.grader, self.problem, self.check = grader, problem, check
+        self.add_marker(pytest.mark.attnkit(problem=problem, check=check, points=points))
+
+    def runtest(self):
+        result = self.grader.check_result(self.problem, self.check)
+        self.user_properties.append(("points", f"{result.score:g}/{result.max_score:g}"))
+        if result.status == "skipped":
+            pytest.skip(result.message)
+        if result.status != "passed":
+            raise CheckFailed(f"{result.message}\n[{result.status}: 0/{result.max_score:g} points]")
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, CheckFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.problem}::{self.check}"
+
+
+class Grader:
+    """Adds the graded items, grades lazily once, prints the table, writes the JSON."""
+
+    def __init__(self, impl: Path, json_out: Path | None, seed: int, timeout: float, only: bool, limits=None,
+                 chosen=None, jailed: bool = False):
+        self.impl, self.json_out, self.seed, self.timeout, self.only = impl, json_out, seed, timeout, only
+        self.limits, self.chosen, self.jailed = limits, chosen, jailed
+        self.selected: list[str] = []
+        self.report = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_ignore_collect(self, collection_path, config):
+        return True if self.only else None
+
+    @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection sees the items
+    def pytest_collection_modifyitems(self, session, config, items):
+        for problem in self._problems(config.option.keyword, self.chosen):
+            node = ProblemNode.from_parent(session, name=problem.id, path=ROOT, nodeid=f"attnkit::{problem.id}")
+            items.extend(
+                CheckItem.from_parent(node, name=cid, grader=self, problem=problem.id, check=cid, points=pts)
+                for cid, pts in problem.points.items()
+            )
+
+    @staticmethod
+    def _problems(keyword: str, chosen=None):
+        """`--problems` first; then `-k NAME` where NAME starts a problem id selects exactly those
+        problems (so `-k additive` is additive_attention, not also multihead_additive_attention)."""
+        from ..problems import all_problems
+
+        problems = [p for p in all_problems() if chosen is None or p.id in chosen]
+        if re.fullmatch(r"\w+", keyword or ""):
+            chosen = [p for p in problems if p.id.startswith(keyword)]
+            return chosen or problems
+        return problems
+
+    def pytest_collection_finish(self, session):
+        seen = [i.problem for i in session.items if isinstance(i, CheckItem)]
+        self.selected = list(dict.fromkeys(seen))
+
+    def check_result(self, problem: str, check: str):
+        if self.report is None:
+            from ..grading import grade
+
+            self.report = grade(self.impl, self.selected, seed=self.seed, timeout=self.timeout, limits=self.limits,
+                                sandbox=self.jailed)
+        return next(c for c in self.report.problem(problem).checks if c.id == check)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.report is not None:
+            from ..report.summary import table
+
+            terminalreporter.write_sep("=", "attnkit score")
+            terminalreporter.write_line(table(self.report))
+            if self.json_out:
+                terminalreporter.write_line(f"JSON report: {self.json_out}")
+
+    def pytest_sessionfinish(self, session):
+        if self.report is not None and self.json_out:
+            from ..report.summary import write_json
+
+            write_json(self.report, self.json_out)
+        if self.report is not None and self.report.grader_errors:
+            session.exitstatus = 3  # the grader failed on some check: not the learner's result (commands.exit_code)

@@ -1,0 +1,45 @@
+"""The learning track: named stages in order; each problem's spec says which stage it is in and what it builds on."""
+from __future__ import annotations
+
+TRACKS = (
+    ("warm-up", "NumPy first, then the masked softmax every module reuses"),
+    ("scoring", "additive (Bahdanau), then Luong's four scoring functions"),
+    ("masking", "boolean masks over any leading dims: scaled dot-product attention"),
+    ("multi-head", "several scorers over the same values"),
+    ("transformer", "Transformer multi-head attention"),
+    ("memory", "the follow-up question: the same result under a memory bound"),
+)
+
+
+def prerequisites(problem) -> tuple[str, ...]:
+    """What to solve first: the modules it imports, then what it builds on."""
+    return tuple(dict.fromkeys(problem.requires + problem.after))
+
+
+def grouped(problems) -> list[tuple[str, str, list]]:
+    """(track, description, its problems in order) for every track that has one."""
+    return [(name, about, [p for p in problems if p.track == name]) for name, about in TRACKS
+            if any(p.track == name for p in problems)]
+
+
+def track_table(report, problems, colour: bool = False) -> str:
+    """`attnkit list`: the track in order, each problem with its status, points and prerequisites,
+    then what to do next (the first unsolved problem whose prerequisites all pass)."""
+    from ..report.summary import STATUS
+    from ..report.term import paint
+
+    status = {r.id: r for r in report.problems}
+    lines, ready = [], None
+    for n, (name, about, members) in enumerate(grouped(problems), 1):
+        lines.append(paint(f"{n}. {name}: {about}", "bold", colour))
+        for p in members:
+            r = status[p.id]
+            needs = [d for d in prerequisites(p) if d in status]
+            blocked = [d for d in needs if status[d].status != "passed"]
+            if r.status != "passed" and not blocked and ready is None:
+                ready = p.id
+            after = f"   after: {', '.join(needs)}" if needs else ""
+            pts = f"{r.score:g}/{r.max_score:g}"
+            lines.append(f"   {p.id:<30}{paint(f'{STATUS[r.status]:<12}', r.status, colour)}{pts:>7}{after}")
+    lines.append(f"next: {ready}  (`attnkit hint {ready}` if stuck)" if ready else "next: every problem passes")
+    return "\n".join(lines)

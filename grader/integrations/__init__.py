@@ -1,0 +1,1 @@
+"""Integrations: notebooks, nbgrader, Gradescope, GitHub Classroom, the candidate bundle, batches."""

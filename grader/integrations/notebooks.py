@@ -1,0 +1,169 @@
+"""Notebooks generated from the specs, stubs and solutions: nothing in them is typed twice.
+
+`learner` notebooks (notebooks/<id>.ipynb) hold the statement, stub cells to fill in, quick
+visible checks, a cell that runs the full grading, and a heatmap cell. nbgrader `source`
+notebooks hold the same cells with the reference inside solution regions, and one locked,
+autograded test cell per CPU check, worth the spec's points, whose call to the installed
+grader sits in a hidden-tests region. CUDA checks are left out of the notebooks: points
+must not depend on the grading machine (see README).
+"""
+from __future__ import annotations
+
+import ast
+
+import nbformat
+
+from ..judge.checks import CHECKS
+from .. import REFERENCE_DIR
+from ..model.i18n import current, using
+from ..problems import get
+from ..model.stubs import docstring, render
+
+MARKER = "# attnkit: {pid} (keep this first line: it tells the grader which cell holds your code)"
+HEADER_IMPORTS = "from ."  # relative imports: replaced by the notebook's own cells
+
+
+def cell_source(problem, solution: str | None = None) -> str:
+    """The implementation cell: the stub without its module docstring and relative imports; with
+    `solution` ("regions" or "plain"), every method body is the reference's (in nbgrader regions)."""
+    text = render(problem)
+    body = text[text.index('"""', 3) + 3:].lstrip("\n")  # drop the module docstring
+    body = "\n".join(line for line in body.splitlines() if not line.startswith(HEADER_IMPORTS)).strip("\n")
+    body = _squeeze_blank_lines(body)
+    if solution:
+        body = splice(body, (REFERENCE_DIR / f"{problem.id}.py").read_text(), regions=solution == "regions")
+    return MARKER.format(pid=problem.id) + "\n" + body + "\n"
+
+
+def _squeeze_blank_lines(text: str) -> str:
+    out, blank = [], 0
+    for line in text.splitlines():
+        blank = blank + 1 if not line.strip() else 0
+        if blank <= 2:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _functions(source: str) -> list[tuple[str, ast.FunctionDef]]:
+    """(qualified name, node) of the module's functions and its classes' methods."""
+    out = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef):
+            out.append((node.name, node))
+        elif isinstance(node, ast.ClassDef):
+            out += [(f"{node.name}.{f.name}", f) for f in node.body if isinstance(f, ast.FunctionDef)]
+    return out
+
+
+def _bodies(source: str) -> dict[str, list[str]]:
+    """Qualified function name -> its body lines (after the docstring), from the reference."""
+    lines, out = source.splitlines(), {}
+    for name, f in _functions(source):
+        stmts = f.body[1:] if ast.get_docstring(f) is not None else f.body
+        out[name] = lines[stmts[0].lineno - 1: stmts[-1].end_lineno]
+    return out
+
+
+def splice(stub: str, reference: str, regions: bool = True) -> str:
+    """Replace each stub method's `raise NotImplementedError` by the reference's body."""
+    bodies, lines = _bodies(reference), stub.splitlines()
+    targets = [(name, f.body[-1]) for name, f in _functions(stub)]
+    if {name for name, _ in targets} != set(bodies):
+        raise ValueError(f"the reference defines {sorted(bodies)}, the stub {sorted(n for n, _ in targets)}")
+    for name, stmt in sorted(targets, key=lambda t: -t[1].lineno):  # bottom-up keeps line numbers valid
+        indent = " " * stmt.col_offset
+        new = (([f"{indent}### BEGIN SOLUTION"] if regions else []) + bodies[name]
+               + ([f"{indent}### END SOLUTION"] if regions else []))
+        lines[stmt.lineno - 1: stmt.end_lineno] = new
+    return "\n".join(lines)
+
+
+def _meta(grade_id: str, *, solution=False, grade=False, locked=True, points=None) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
+            "solution": solution, "task": False}
+    if points is not None:
+        meta["points"] = points
+    return {"nbgrader": meta}
+
+
+WORDS = {  # the notebooks' own sentences; the problem's texts come from its spec (grader/i18n.py)
+    "requires": {"en": "Your {deps} goes in the first code cell (copy it from its own notebook); the next cell is this "
+                       "problem.\n",
+                 "zh": "第一个代码单元放你的 {deps}（从它自己的 notebook 复制过来）；下一个单元是本题。\n"},
+    "stuck": {"en": "Stuck? `attnkit hint {pid}` in a terminal reveals hints one level at a time.",
+              "zh": "卡住了？在终端运行 `attnkit hint {pid} --lang zh`，提示会一级一级地显示。"},
+    "quick": {"en": "## Quick checks\nShapes and weight sums on one small fixed example.",
+              "zh": "## 快速检查\n在一个固定的小例子上检查形状和权重之和。"},
+    "graded": {"en": "## Graded checks\nEach cell below is one hidden check; its points are in its first line.",
+               "zh": "## 计分检查\n下面每个单元是一项隐藏检查，分值写在第一行。"},
+    "full": {"en": "## Full grading\nThe same hidden checks and table as `attnkit grade`.",
+             "zh": "## 完整评分\n与 `attnkit grade` 相同的隐藏检查和结果表。"},
+    "weights": {"en": "## Attention weights\nYour weights on a fixed example; the reference's beside them once you pass.",
+                "zh": "## 注意力权重\n你在固定例子上的权重；通过后，参考解答的权重会显示在旁边。"},
+}
+
+
+def _say(key: str, **fields) -> str:
+    return WORDS[key][current()].format(**fields)
+
+
+def statement(problem) -> str:
+    parts = [f"# {problem.title}\n\n{problem.summary}\n"]
+    if problem.class_doc:
+        parts.append(f"`class {problem.symbol}(nn.Module)`: {problem.class_doc}\n")
+    for m in problem.methods:
+        parts.append(f"```python\n{m.signature}\n{docstring(m, '    ')}```\n")
+    if problem.requires:
+        parts.append(_say("requires", deps="`" + "`, `".join(problem.requires) + "`"))
+    parts.append(_say("stuck", pid=problem.id))
+    return "\n".join(parts)
+
+
+def build(pid: str, kind: str, solution: str | None = None, lang: str = "en") -> nbformat.NotebookNode:
+    """kind: "learner" (notebooks/) or "source" (nbgrader). solution: None, "regions" or "plain".
+    lang: the language of the statement, hints, docstrings and headings."""
+    with using(lang):
+        return _build(get(pid), kind, solution)
+
+
+def _build(problem, kind: str, solution: str | None) -> nbformat.NotebookNode:
+    pid = problem.id
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+                   "language_info": {"name": "python"}}
+    source = kind == "source"
+    cells = []
+
+    def add(kind_, text, meta=None):
+        cell = (nbformat.v4.new_markdown_cell if kind_ == "md" else nbformat.v4.new_code_cell)(text)
+        cell.id = f"{pid}-{len(cells)}"
+        if source and meta:
+            cell.metadata.update(meta)
+        cells.append(cell)
+
+    add("md", statement(problem), _meta(f"statement_{pid}"))
+    add("code", "from attnkit.integrations.notebook import start\n\nstart()  # attnkit's grader warms up in the background",
+        _meta(f"start_{pid}"))
+    for dep in problem.requires + (pid,):
+        add("code", cell_source(get(dep), solution), _meta(f"impl_{dep}", solution=True, locked=False))
+    add("md", _say("quick"), _meta(f"quick_md_{pid}"))
+    add("code", f'from attnkit.integrations.notebook import quick_check\n\nquick_check("{pid}")', _meta(f"quick_{pid}"))
+    if source:
+        add("md", _say("graded"), _meta(f"graded_md_{pid}"))
+        for cid, points in problem.points.items():
+            if CHECKS[cid].needs_cuda:
+                continue
+            add("code", f"# check {cid}: {CHECKS[cid].title} ({points} points)\nfrom attnkit.integrations.notebook import check\n\n"
+                        f"### BEGIN HIDDEN TESTS\ncheck(\"{pid}\", \"{cid}\")\n### END HIDDEN TESTS",
+                _meta(f"check_{pid}_{cid}", grade=True, points=points))
+    else:
+        add("md", _say("full"))
+        add("code", f'from attnkit.integrations.notebook import grade_here\n\ngrade_here("{pid}")')
+    add("md", _say("weights"), _meta(f"weights_md_{pid}"))
+    add("code", f'from attnkit.integrations.notebook import show_weights\n\nshow_weights("{pid}")', _meta(f"weights_{pid}"))
+    nb.cells = cells
+    return nb
+
+
+def text(nb) -> str:
+    return nbformat.writes(nb) + "\n"

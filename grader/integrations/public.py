@@ -1,0 +1,54 @@
+"""Visible quick checks on one small fixed example per problem: shapes and weight sums.
+
+Learners see these (notebooks, candidate bundles); they catch gross errors fast and reveal
+nothing of the hidden checks' inputs. The checking code is grader/judge/public_checks.py.
+"""
+from __future__ import annotations
+
+from ..judge.public_checks import call_fixed, fixed_example_problems
+import torch
+
+from ..draw.scenarios import lens_to_mask, output_shapes
+
+FIXED = {"B": 2, "Tq": 3, "Tk": 4, "dq": 5, "dk": 6, "dv": 3, "h": 7, "H": 2}
+
+
+def cases(problem) -> list[dict]:
+    """One fixed example per variant: plain data (module, symbol, ctor, input shapes, mask, trailing args)."""
+    out = []
+    for variant in problem.variants:
+        cfg = problem.fit(dict(FIXED), variant)
+        ctor = problem.ctor_call(cfg, variant) if problem.is_module else None
+        lens = torch.tensor([cfg["Tk"], 2])
+        mask = {"lens": lens.tolist(), "none": None}.get(problem.masking)
+        if problem.masking == "mask":
+            mask = lens_to_mask(problem, cfg, lens).tolist()
+        out.append({
+            "id": problem.id + "".join(f"-{v}" for v in variant.values()),
+            "module": problem.id, "symbol": problem.symbol,
+            "ctor": None if ctor is None else (ctor["args"], ctor["kwargs"]),
+            "inputs": [tuple(t.shape) for t in problem.inputs(cfg, torch.Generator().manual_seed(0))],
+            "outputs": output_shapes(problem, cfg),
+            "mask": mask, "trailing": list(problem.trailing(cfg)), "numpy": problem.arrays == "numpy",
+        })
+    return out
+
+
+def quick_checks(problem, target) -> list[tuple[str, str | None]]:
+    """(what was checked, None if it held or why not) for each variant of the problem."""
+    results = []
+    for case in cases(problem):
+        what = f"shapes and weight sums on the fixed example ({case['id']})"
+        try:
+            found = fixed_example_problems(target, case["ctor"], case["inputs"], case["outputs"], case["mask"],
+                                           case["trailing"], case["numpy"])
+        except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
+            found = [f"{type(exc).__name__}: {exc}"]
+        results.append((what, "; ".join(found) or None))
+    return results
+
+
+def run(problem, target, variant: dict) -> list:
+    """The outputs of `target` (the learner's or the reference) on the fixed example of `variant`."""
+    case = cases(problem)[problem.variants.index(variant)]
+    return call_fixed(target, case["ctor"], case["inputs"], case["mask"], case["trailing"], case["numpy"])

@@ -1,0 +1,134 @@
+"""The shape of one problem's spec: everything else is generated from it or checked against it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+DIMS = {
+    "B": "batch size",
+    "H": "number of heads",
+    "Tq": "number of queries",
+    "Tk": "number of keys (= values)",
+    "dq": "query feature size",
+    "dk": "key feature size",
+    "dv": "value feature size",
+    "h": "attention hidden size",
+    "E": "embedding size (= H * d)",
+    "d": "feature size per head, or the attention size",
+    "T": "encoder steps",
+    "n_s": "decoder state size",
+    "n_h": "encoder state size",
+    "...": "zero or more leading (batch) dims",
+}
+"""Named dimensions used in every docstring and message."""
+
+SCORE_BOUND = 1e4
+"""The contract promises finite, right results for |scores| up to this; `amplify` hooks reach it."""
+
+LENS_DOC = "None, (B,) or (B, Tq) integer tensor; key j is valid for a query when j < valid_len"
+
+
+@dataclass(frozen=True)
+class Method:
+    """One function or method of a stub: its signature line, statement and documented args."""
+
+    signature: str  # e.g. "def forward(self, queries, keys, values, valid_lens=None):"
+    statement: str  # the math, in a few lines
+    args: tuple[tuple[str, str], ...] = ()  # (name, dims or description)
+    returns: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A common mistake, written as a small patch of the reference solution."""
+
+    id: str
+    name: str  # one line
+    patch: tuple[tuple[str, str], ...]  # (old, new): each old occurs exactly once in solutions/<id>.py
+    explain: str = ""
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str  # module name: exercises/<id>.py, solutions/<id>.py
+    title: str
+    summary: str  # one line for the README table
+    symbol: str  # what the module must define
+    points: dict[str, int]  # check id -> points; the checks a problem has are these keys
+    hints: tuple[str, ...]
+    methods: tuple[Method, ...]  # function: one; module: __init__ then forward
+    class_doc: str = ""  # module problems: the class docstring
+    imports: str = "import torch\n"
+    ctor: Callable | None = None  # cfg -> {constructor name: value} in signature order; None: a function
+    ctor_required: int = 0  # how many constructor values are passed positionally
+    variants: tuple[dict, ...] = ({},)  # constructor settings beyond the dims (Luong's score modes)
+    fit: Callable[[dict, dict], dict] = lambda cfg, variant: cfg  # constrain drawn dims per variant
+    params: Callable[[dict], dict] = lambda cfg: {}  # cfg -> {parameter name: shape}
+    inputs: Callable = None  # (cfg, torch.Generator) -> [float64 tensors], the args before valid_lens
+    amplify: Callable = None  # (args, state, cfg) -> None: scale so scores reach ~1e4 (in place); cfg holds the variant
+    # (args, state, cfg, to) -> None: move every score to about `to` (< 0), in place, keeping some spread; None: not possible
+    negative: Callable | None = None
+    # (constructor kwargs in signature order, why it must raise ValueError, words the message must contain)
+    ctor_errors: tuple[tuple[dict, str, tuple[str, ...]], ...] = ()
+    mistakes: tuple[Mistake, ...] = ()
+    requires: tuple[str, ...] = ()  # problems whose module this one imports (their failures explain ours)
+    outputs: tuple[str, ...] = ("weights",)  # names of what the call returns, in order; the weights come last
+    dims: tuple[str, ...] = ("B Tq Tk",)  # each output's named dims (cfg keys); "..." stands for cfg["lead"]
+    masking: str = "lens"  # the argument after the inputs: "lens" (valid_lens), "mask" (bool, True = attend), "none"
+    arrays: str = "torch"  # "numpy": the call receives and returns NumPy arrays
+    trailing: Callable = lambda cfg: []  # arguments after the mask (chunked's max_elements)
+    oracle: Callable | None = None  # float64 call -> outputs, from a library implementation we did not write
+    banned: tuple[str, ...] = ()  # torch functions / aten operators the learner's code may not call
+    memory: Callable | None = None  # (cfg, args) -> [({arg: value}, elements allowed)]: calls whose forward is measured
+    # A float32 call too big to hide: {"dims": cfg, "args": {arg: value}, "allowed": (cfg, args) -> elements,
+    # "resident_kb": limit}; its peak resident memory (the kernel's count, which no Python mode can switch off)
+    # must grow by less than the limit
+    memory_backstop: dict | None = None
+    memory_fit: Callable = lambda cfg: cfg  # dims for the memory calls: large enough that the tensor to avoid exceeds the bound
+    # cfg -> ({arg: value}, ...): block settings for extra base calls, so that blocks along every axis a learner
+    # may chunk leave a partial last block
+    blocks: Callable = lambda cfg: ()
+    call_errors: Callable = lambda cfg: ()  # functions: ({arg name: value}, why, words) that must raise ValueError
+    track: str = ""  # the track (grader/fronts/tracks.py) this problem belongs to
+    after: tuple[str, ...] = ()  # problems to solve first (besides `requires`): what this one builds on
+    # Simplified Chinese: title, summary, hints, class_doc, statements (one per method), mistakes {id: (name, explain, hint)}
+    zh: dict | None = None
+
+    @property
+    def is_module(self) -> bool:
+        return self.ctor is not None
+
+    @property
+    def arg_names(self) -> list[str]:
+        return [n for n, _ in self.methods[-1].args]
+
+    @property
+    def mask_index(self) -> int | None:
+        """Position of valid_lens / mask among the call's arguments (None: the problem has none)."""
+        name = {"lens": "valid_lens", "mask": "mask"}.get(self.masking)
+        return self.arg_names.index(name) if name else None
+
+    @property
+    def max_points(self) -> int:
+        return sum(self.points.values())
+
+    def ctor_call(self, cfg: dict, variant: dict, **overrides) -> dict:
+        """The constructor call for drawn dims: {"args": [...], "kwargs": {...}}. A keyword argument equal to the
+        signature's default is left out, so that every call relies on the contract's defaults where it can."""
+        values = list({**self.ctor({**cfg, **variant}), **overrides}.items())
+        defaults = self.ctor_defaults
+        kwargs = {k: v for k, v in values[self.ctor_required :]
+                  if not (k in defaults and type(defaults[k]) is type(v) and defaults[k] == v)}
+        return {"args": [v for _, v in values[: self.ctor_required]], "kwargs": kwargs}
+
+    @property
+    def ctor_defaults(self) -> dict:
+        """{argument: default} of the constructor's signature (module problems)."""
+        import ast
+
+        if not self.is_module:
+            return {}
+        fn = ast.parse(self.methods[0].signature.strip() + " pass").body[0]
+        args = fn.args.args[len(fn.args.args) - len(fn.args.defaults):]
+        return {a.arg: ast.literal_eval(d) for a, d in zip(args, fn.args.defaults)}

@@ -1,0 +1,86 @@
+"""The interviewer's report (markdown): scores, checks, recognised mistakes, how to reproduce."""
+from __future__ import annotations
+
+import platform
+import shlex
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import ROOT
+from ..run.sandbox import isolation
+
+
+def _kit_version() -> str:
+    try:
+        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        rev = ""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("attnkit")
+    except PackageNotFoundError:
+        v = "source"
+    return f"{v}" + (f" (commit {rev})" if rev else "")
+
+
+def markdown(report, submission: str, argv: list[str]) -> str:
+    import torch
+
+    lines = [
+        "# attnkit grading report", "",
+        f"- Submission: `{submission}`",
+        f"- Score: **{report.score:g} / {report.max_score:g}**",
+        f"- Graded: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} with attnkit {_kit_version()}, "
+        f"Python {platform.python_version()}, torch {torch.__version__}, "
+        f"{'CUDA' if report.devices.get('cuda') else 'CPU only (CUDA checks skipped, not counted)'}",
+        f"- Isolation: {isolation(report.sandbox)}; hidden inputs seed {report.seed}", "",
+        "| problem | status | score |", "|---|---|---|",
+    ]
+    lines += [f"| `{p.id}` | {p.status.replace('_', ' ')} | {p.score:g} / {p.max_score:g} |" for p in report.problems]
+    mistakes = [(p.id, c.id, c.mistake) for p in report.problems for c in p.checks if c.mistake]
+    lines += ["", "## Recognised mistakes", ""]
+    if mistakes:
+        seen = {}
+        for pid, cid, mid in mistakes:
+            seen.setdefault((pid, mid), []).append(cid)
+        lines += [f"- `{pid}`: **{mid}** (checks: {', '.join(cids)})" for (pid, mid), cids in seen.items()]
+    else:
+        lines.append("None recognised." if any(p.status == "failed" for p in report.problems) else "None: nothing failed.")
+    for p in report.problems:
+        lines += ["", f"## `{p.id}`: {p.score:g} / {p.max_score:g}", "", "| check | result | points |", "|---|---|---|"]
+        lines += [f"| {c.id} | {c.status} | {'-' if c.status == 'skipped' else f'{c.score:g} / {c.max_score:g}'} |"
+                  for c in p.checks]
+        failed = [c for c in p.checks if c.status in ("failed", "error")]
+        if p.status == "not_started" and failed:
+            lines += ["", "Not started:", "", *fenced(failed[0].message.removeprefix("not started: "))]
+        else:
+            for c in failed:
+                lines += ["", f"**{c.id}**", "", *fenced(c.message)]
+    argv = argv if "--seed" in argv else [*argv, "--seed", str(report.seed)]
+    command = " ".join(shlex.quote(a) for a in ["attnkit", *argv])
+    lines += ["", "## Reproduce", "", "The hidden inputs are seeded, so this gives the same result:", "",
+              "```", f"{command}", "```", ""]
+    return "\n".join(lines)
+
+
+def fenced(text: str) -> list[str]:
+    """Text that may hold the learner's words, as a code block no text can close: the fence is longer than any
+    run of backticks inside (CommonMark), so markdown, HTML, images and comments in it stay literal."""
+    longest = max((len(run) for run in _runs(text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, text, fence]
+
+
+def _runs(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"`+", text)
+
+
+def write(report, path: Path, submission: str, argv: list[str]) -> None:
+    from ..files import atomic_write
+
+    atomic_write(path, markdown(report, submission, argv))

@@ -1,0 +1,79 @@
+"""The score table (the same for `pytest` and `attnkit grade`) and the JSON report."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..files import atomic_write
+from ..grading import Report
+from .term import bar, paint
+
+MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERR!"}
+STATUS = {"passed": "passed", "failed": "failed", "not_started": "not started"}
+
+
+def _pts(score, max_score) -> str:
+    return f"{score:g}/{max_score:g}"
+
+
+def table(report: Report, width: int = 88, colour: bool = False, checks: bool = True) -> str:
+    """One line per problem and (with `checks`) per check, then the total; colour only if asked."""
+    cuda = "CUDA" if report.devices.get("cuda") else "CPU only: CUDA checks skipped"
+    rule = ("─" if colour else "-") * width
+    lines = [f"attnkit: {report.impl} (seed {report.seed}, {cuda})", rule]
+    for p in report.problems:
+        status = paint(f"{STATUS[p.status]:<{width - 52}}", p.status, colour)
+        lines.append(f"{paint(f'{p.id:<44}', 'bold', colour)}{status}{_pts(p.score, p.max_score):>8}")
+        for c in p.checks if checks else []:
+            pts = "-" if c.status == "skipped" else _pts(c.score, c.max_score)
+            title = f"{c.title[: width - 34]:<{width - 32}}"
+            lines.append(f"  {paint(MARK[c.status], c.status, colour)}  {c.id:<16}{title}{pts:>8}")
+    lines += [rule, f"{'total':<{width - 8}}{_pts(report.score, report.max_score):>8}"]
+    return "\n".join(lines)
+
+
+def progress(report: Report, colour: bool = False) -> str:
+    passed = sum(p.status == "passed" for p in report.problems)
+    return f"{bar(report.score, report.max_score, on=colour)}, {passed}/{len(report.problems)} problems passed"
+
+
+def failures(report: Report, max_lines: int = 12) -> str:
+    """The message of every failing check (not-started problems get one line)."""
+    out = []
+    for p in report.problems:
+        if p.status == "not_started":
+            out.append(f"{p.id}: {p.checks[0].message}" if p.checks else p.id)
+            continue
+        for c in p.checks:
+            if c.status in ("failed", "error"):
+                lines = c.message.splitlines()
+                more = [f"    ... ({len(lines) - max_lines} more lines)"] if len(lines) > max_lines else []
+                out.append(f"{p.id}::{c.id}\n" + "\n".join("    " + line for line in lines[:max_lines]) + "\n".join(more))
+    return "\n".join(out)
+
+
+def to_json(report: Report) -> dict:
+    return {
+        "impl": report.impl,
+        "seed": report.seed,
+        "score": report.score,
+        "max_score": report.max_score,
+        "devices": report.devices,
+        "sandbox": report.sandbox,
+        "problems": [
+            {
+                "id": p.id, "status": p.status, "score": p.score, "max_score": p.max_score,
+                "checks": [
+                    {"id": c.id, "status": c.status, "score": c.score, "max_score": c.max_score,
+                     "message": c.message, "mistake": c.mistake}
+                    for c in p.checks
+                ],
+            }
+            for p in report.problems
+        ],
+    }
+
+
+def write_json(report: Report, path: Path) -> None:
+    """Atomically: a reader (or a hostile process) never sees a half-written report."""
+    atomic_write(path, json.dumps(to_json(report), indent=2) + "\n")

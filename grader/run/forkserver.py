@@ -1,0 +1,51 @@
+"""Where workers come from: a multiprocessing forkserver that preloads torch and the worker code.
+
+Kept free of heavy imports, so that `warm_up()` can start the forkserver before the caller
+imports torch: the two imports then run in parallel on two cores.
+"""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import sys
+import types
+
+
+def context():
+    if "forkserver" not in mp.get_all_start_methods():  # Windows: spawned workers import torch themselves
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([f"{__package__}.worker"])
+    return ctx
+
+
+def warm_up() -> None:
+    """Start the forkserver now; idempotent, and it returns without waiting for the preload."""
+    if context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def bare_main():
+    """Start processes as if `__main__` were empty: multiprocessing would otherwise re-import the
+    caller's main module (a script, pytest, a Jupyter kernel) in every worker."""
+    real = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = real
+
+
+def stop() -> None:
+    """Stop the forkserver and multiprocessing's resource tracker (both restart on demand).
+    Jupyter kernels need this: at shutdown ipykernel interrupts its children and waits for them,
+    and both ignore SIGINT by design, which would cost every kernel seconds."""
+    from multiprocessing import forkserver, resource_tracker
+
+    # Each module keeps one instance and offers no public way to stop it.
+    for server, pid in ((forkserver._forkserver, "_forkserver_pid"), (resource_tracker._resource_tracker, "_pid")):
+        if getattr(server, pid, None) is not None and hasattr(server, "_stop"):
+            server._stop()

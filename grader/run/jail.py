@@ -1,0 +1,218 @@
+"""bubblewrap (`bwrap`, Flatpak's sandbox): each graded submission in a sandbox of its own.
+
+One `bwrap` per submission: new PID, network, IPC and UTS namespaces and a new session; a root made
+of read-only binds of the system libraries and the interpreter's directories alone (the kit's
+repository, the reference solutions and the grader's own files are not in it: the few worker-side
+modules are bound file by file); a private /tmp holding the submission's private copy; no
+environment but what we set. As root, bwrap runs privileged and the server inside drops to a
+unique unprivileged uid the parent chose; otherwise bwrap makes a user namespace. Inside,
+`jail_server` imports torch once and forks one worker per problem. Killing bwrap kills the
+namespace's first process, and with it everything the submission started.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+from ..errors import BadInput
+from .sandbox import SUBMISSION, hidden_paths
+
+WORKER_MODULES = ("__init__", "run/__init__", "run/dropout", "run/harness", "run/intercept", "run/jail_server",
+                  "run/loader", "run/sandbox", "run/wire", "run/worker")  # all a worker imports, bound one by one
+PACKAGE = __name__.split(".")[0]
+CODE_DIR = "/attnkit-worker"  # where the worker modules appear inside
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime")
+INSTALL = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+MODES = ("auto", "bwrap", "off")
+TMP_BYTES = 64 << 20  # the private /tmp
+
+
+def namespaces() -> list[str]:
+    user = [] if os.geteuid() == 0 else ["--unshare-user"]  # as root: privileged, and the server drops to a uid
+    return ["bwrap", *user, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--clearenv"]
+
+
+@functools.lru_cache(maxsize=1)
+def unusable() -> str | None:
+    """Why bwrap cannot sandbox here (not installed, no namespaces allowed), or None when it can."""
+    try:
+        done = subprocess.run([*namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "true"],
+                              capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return "bwrap is not installed"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not run ({exc})"
+    if done.returncode != 0:
+        return f"bwrap cannot make namespaces here ({done.stderr.strip()[:200] or done.returncode})"
+    return None
+
+
+def decide(sandbox: bool | None) -> bool:
+    """Whether to grade inside bwrap. True: required (a clear error when unusable); False: never;
+    None: $ATTNKIT_SANDBOX (auto, the default: whenever usable, else a one-line notice; bwrap: required; off)."""
+    if sandbox is False:
+        return False
+    if sandbox is None:
+        mode = os.environ.get("ATTNKIT_SANDBOX", "auto")
+        if mode not in MODES:
+            raise BadInput(f"ATTNKIT_SANDBOX={mode!r}: expected one of {', '.join(MODES)}")
+        if mode == "off":
+            return False
+        sandbox = True if mode == "bwrap" else None
+    why = unusable()
+    if why is None:
+        return True
+    if sandbox:
+        raise BadInput(f"untrusted grading needs the OS sandbox, and {why}: {INSTALL}")
+    _notice(why)
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def _notice(why: str) -> None:
+    sys.__stderr__.write(f"attnkit: note: grading without the OS sandbox ({why}); fine for your own code, "
+                         f"not for others' (see README, Untrusted submissions)\n")
+
+
+def command(scratch: str, hide: tuple[str, ...] = ()) -> list[str]:
+    """bwrap's command line up to the program: the submission copy `scratch` at SUBMISSION (writable),
+    the interpreter read-only, `hide` (and the kit's own paths) covered by empty read-only directories."""
+    args = namespaces() + ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+    for path in SYSTEM:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in SYSTEM_FILES:
+        args += ["--ro-bind-try", path, path]
+    dirs = python_dirs()
+    for ancestor in sorted({str(a) for d in dirs for a in Path(d).parents if str(a) != "/"} - set(SYSTEM)):
+        args += ["--perms", "0755", "--dir", ancestor]  # made by bwrap, traversable whatever the host's modes
+    for d in dirs:
+        args += ["--ro-bind", d, d]
+    for path in [*hidden_paths(), *hide]:
+        if any(_under(path, d) for d in [*dirs, *SYSTEM]):
+            args += ["--tmpfs", path, "--remount-ro", path]
+    code = Path(__file__).resolve().parent.parent  # the package's folder
+    for name in WORKER_MODULES:
+        args += ["--ro-bind", str(code / f"{name}.py"), f"{CODE_DIR}/{PACKAGE}/{name}.py"]
+    args += _gpu()
+    args += ["--bind", scratch, SUBMISSION, "--chdir", SUBMISSION]
+    for key, value in (("PATH", "/usr/bin:/bin"), ("LANG", "C.UTF-8"), ("OMP_NUM_THREADS", "1"),
+                       ("PYTHONDONTWRITEBYTECODE", "1"), ("HOME", SUBMISSION)):
+        args += ["--setenv", key, value]
+    return args
+
+
+def python(code: str, *argv: str) -> list[str]:
+    """The interpreter inside, running `code` with the worker modules importable."""
+    boot = f"import sys; sys.path.insert(0, {CODE_DIR!r}); {code}"
+    return [sys.executable, "-I", "-B", "-c", boot, *argv]
+
+
+@functools.lru_cache(maxsize=1)
+def python_dirs() -> tuple[str, ...]:
+    """The interpreter's directories (outermost only): its prefixes, standard library, site-packages and the
+    library folders on sys.path, never the kit's checkout or a directory holding it (a virtual environment
+    inside the checkout is fine), nor a shared temporary directory itself."""
+    from .. import ROOT
+
+    import site
+
+    found = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable)), *sysconfig.get_paths().values(),
+             *site.getsitepackages(), site.getusersitepackages(), *_library_paths()}
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
+    dirs = {os.path.realpath(p) for p in found if p and os.path.isdir(p)}
+    dirs = {d for d in dirs if d != "/" and not any(_under(d, s) for s in SYSTEM)
+            and (not _under(str(ROOT), d) or d in prefixes)  # holding the checkout: only as the interpreter's own
+            and (not _under(d, str(ROOT)) or any(_under(d, p) for p in prefixes))}  # inside it: only a venv
+    return tuple(sorted(d for d in dirs if not any(d != o and _under(d, o) for o in dirs)))
+
+
+def _library_paths() -> list[str]:
+    """sys.path's folders (those .pth files add), less the script's folder or working directory at its head."""
+    head = {"", os.getcwd(), os.path.dirname(os.path.realpath(sys.argv[0])) if sys.argv and sys.argv[0] else ""}
+    paths = sys.path[1:] if sys.path and sys.path[0] in head else sys.path
+    shared = ("/", "/tmp", "/var/tmp", "/dev/shm", "/home", "/root")
+    return [p for p in paths if p and os.path.realpath(p) not in shared]
+
+
+def _gpu() -> list[str]:
+    """NVIDIA's device files and /sys, read-only, where the host has them (CUDA needs both)."""
+    devices = sorted(str(p) for p in Path("/dev").glob("nvidia*"))
+    if not devices:
+        return []
+    return [a for d in devices for a in ("--dev-bind", d, d)] + ["--ro-bind", "/sys", "/sys"]
+
+
+def _under(path: str, directory: str) -> bool:
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+class Sandbox:
+    """A started bwrap, and the one sure way to end it: kill the namespace's first process.
+
+    bwrap reports that process (its child, in our PID namespace) on --info-fd before any sandboxed code
+    runs; we hold it by a pidfd, so the signal cannot reach a reused pid. Killing bwrap alone is not
+    enough: --die-with-parent does not reliably take the namespace's first process with it (measured:
+    as root, it outlived bwrap with every process under it)."""
+
+    def __init__(self, argv: list[str], pass_fds=(), **popen):
+        info_read, info_write = os.pipe()
+        argv = [argv[0], "--info-fd", str(info_write), *argv[1:]]
+        try:
+            self.proc = subprocess.Popen(argv, pass_fds=(*pass_fds, info_write), **popen)
+        finally:
+            os.close(info_write)
+        self.info, self.pidfd = info_read, None
+
+    def _first_process(self, timeout: float) -> None:
+        """Hold the namespace's first process by a pidfd (bwrap writes its pid at once; EOF if it failed)."""
+        if self.pidfd is not None or self.info is None:
+            return
+        data = b""
+        end = time.monotonic() + timeout
+        while b"}" not in data and time.monotonic() < end:
+            ready, _, _ = select.select([self.info], [], [], max(0.0, end - time.monotonic()))
+            chunk = os.read(self.info, 4096) if ready else b""
+            if ready and not chunk:
+                break
+            data += chunk
+        try:
+            self.pidfd = os.pidfd_open(int(json.loads(data)["child-pid"]))
+        except (ValueError, KeyError, TypeError, OSError):
+            pass
+        finally:
+            os.close(self.info)
+            self.info = None
+
+    def started(self, timeout: float = 10.0) -> None:
+        """Call once bwrap has had a moment to start (before it can have exited)."""
+        if self.proc.poll() is None:
+            self._first_process(timeout)
+
+    def kill(self) -> None:
+        """Kill the namespace's first process (the kernel then kills every process in the namespace), then bwrap."""
+        self.started(1.0)
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+            os.close(self.pidfd)
+            self.pidfd = None
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()

@@ -1,0 +1,280 @@
+"""The worker's sandbox, entered before any learner code runs.
+
+Always: a new session (its process group is killed at the end), resource limits (CPU time,
+memory, output, processes), a scrubbed environment, and a private copy of the submission
+as the working directory. As root (a container, a CI runner), also: a private mount
+namespace in which the reference solutions, the grader's files, the kit's tests and state,
+and every shared temporary directory are hidden behind empty tmpfs mounts; then a drop to a
+unique unprivileged uid with no way to regain privileges, so the worker can neither read
+the references nor write anything of the grader's or the learner's, and every process it
+starts is found by uid and killed when grading ends. Without root those two layers are
+skipped, which `isolation()` reports.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import stat
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CLONE_NEWNS, MS_RDONLY, MS_REC, MS_PRIVATE, PR_SET_NO_NEW_PRIVS = 0x00020000, 1, 16384, 1 << 18, 38
+PR_SET_DUMPABLE, MS_BIND, MS_REMOUNT = 4, 4096, 32
+SUBMISSION = "/tmp/attnkit-submission"
+UID_BASE = 200000  # worker uid = UID_BASE + its pid: unique among live processes
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-worker limits; the flags of `attnkit grade` and `grade-batch` set them."""
+
+    cpu_seconds: int = 60
+    memory_mb: int = 4096
+    output_kb: int = 1024
+    processes: int = 64
+    submission_mb: int = 20
+
+
+# (Limits field, command-line flag, metavar, meaning): `attnkit grade`, `grade-batch` and the pytest plugin
+FLAGS = (("cpu_seconds", "--cpu-limit", "SECONDS", "CPU seconds per problem's worker"),
+         ("memory_mb", "--memory-limit", "MB", "memory per worker"),
+         ("output_kb", "--output-limit", "KB", "what a worker may print"))
+
+
+def hidden_paths() -> list[str]:
+    from .. import REFERENCE_DIR, ROOT
+
+    grader_dir = Path(__file__).resolve().parent.parent  # the package's folder
+    kit = [REFERENCE_DIR, grader_dir]
+    if grader_dir == ROOT / "grader":  # a checkout (not a wheel in site-packages): its tests, state and history
+        kit += [ROOT / "tests", ROOT / ".attnkit", ROOT / ".git"]  # .git holds them all
+    return [str(p) for p in kit if p.exists()]
+
+
+def isolation(sandbox: str = "process") -> str:
+    """How a grading was isolated, in words (its report's `sandbox`)."""
+    if sandbox == "bubblewrap":
+        return "bubblewrap (own PID, network and mount namespaces; " + \
+            ("an unprivileged uid)" if os.geteuid() == 0 else "a user namespace)")
+    return "process sandbox, root (private mounts, unprivileged uid; shared PID and network namespaces)" \
+        if os.geteuid() == 0 else \
+        "process sandbox, not root (limits, scrubbed environment, private copy; the kit's files stay readable)"
+
+
+def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> tuple[str, int | None]:
+    """Sandbox this process; returns (the submission copy's path, the uid now used or None).
+    `scratch_dir` is an empty directory the parent made and removes after the worker ends: the private
+    copy goes there, unless /tmp is private to this worker (then it vanishes with the namespace)."""
+    os.setsid()
+    files = _read(Path(impl_dir), limits)
+    root = os.geteuid() == 0
+    scratch = [d for d in SHARED_TMP if not any(_under(p, d) for p in _needed())] if root else []
+    if root:
+        _private_mounts(hide, scratch, [] if "/tmp" in scratch else [scratch_dir])
+    work = Path(SUBMISSION if "/tmp" in scratch else scratch_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_bytes(data)
+    uid = None
+    if root:
+        uid = worker_uid(os.getpid())
+        for p in [work, *work.rglob("*")]:
+            os.chown(p, uid, uid)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        dumpable()
+    no_new_privileges()
+    _settle(work, limits)
+    return str(work), uid
+
+
+def enter_jailed(work: str, limits: Limits) -> tuple[str, None]:
+    """Inside bubblewrap (jail.py), which has done the isolation: a session of its own, the limits."""
+    os.setsid()
+    no_new_privileges()
+    _settle(Path(work), limits)
+    return work, None
+
+
+def _settle(work: Path, limits: Limits) -> None:
+    os.environ.clear()
+    os.environ.update(PATH="/usr/bin:/bin", HOME=str(work), LANG="C.UTF-8", OMP_NUM_THREADS="1",
+                      PYTHONDONTWRITEBYTECODE="1")
+    _limit(limits)
+    os.chdir(work)
+
+
+def dumpable() -> None:
+    """A uid change leaves /proc/self owned by root: give it back to the process's own uid, so that it can
+    reset and read its own peak resident memory (intercept.ResidentPeak); only that uid may use it."""
+    _libc().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+
+
+def no_new_privileges() -> None:
+    _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+def copy_submission(impl_dir: str, limits: Limits, scratch: str) -> None:
+    """The parent's private copy of a submission for a jailed worker (sizes checked before reading)."""
+    for name, data in _read(Path(impl_dir), limits).items():
+        (Path(scratch) / name).parent.mkdir(parents=True, exist_ok=True)
+        (Path(scratch) / name).write_bytes(data)
+
+
+def chown_tree(path: str, uid: int) -> None:
+    for p in [Path(path), *Path(path).rglob("*")]:
+        os.chown(p, uid, uid, follow_symlinks=False)
+
+
+MAX_FILES = 1000
+
+
+def _read(impl: Path, limits: Limits) -> dict[str, bytes]:
+    """The submission's regular files, sub-packages included ({relative path: bytes}; no links, no caches).
+    Sizes are checked from the directory entries before any byte is read (a sparse 2 GB file is refused
+    unread), and at most MAX_FILES files are taken."""
+    out, total, budget = {}, 0, limits.submission_mb << 20
+    for root, dirs, files in os.walk(impl, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not os.path.islink(os.path.join(root, d)))
+        for name in sorted(files):
+            path = Path(root, name)
+            info = path.lstat()
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            total += info.st_size
+            if total > budget:
+                raise OSError(f"the submission is larger than {limits.submission_mb} MB")
+            if len(out) >= MAX_FILES:
+                raise OSError(f"the submission has more than {MAX_FILES} files")
+            with open(path, "rb") as f:
+                out[str(path.relative_to(impl))] = f.read(info.st_size + 1)[: info.st_size]
+    return out
+
+
+def worker_uid(pid: int) -> int | None:
+    """The unique uid a worker of this pid takes as root (None without root): the parent derives it from the pid
+    it started, never from anything the worker says."""
+    return UID_BASE + pid if os.geteuid() == 0 else None
+
+
+def _needed() -> list[str]:
+    """What the worker must still read after the mounts: the interpreter and its packages."""
+    import sys
+    import sysconfig
+
+    return [sys.prefix, sys.base_prefix, *(sysconfig.get_paths().values()), *[p for p in sys.path if p]]
+
+
+def _under(path: str, directory: str) -> bool:
+    return os.path.realpath(path) == os.path.realpath(directory) or \
+        os.path.realpath(path).startswith(os.path.realpath(directory) + os.sep)
+
+
+def scratch_dir() -> str:
+    """A fresh directory for one worker's private copy, made by the parent (which removes it)."""
+    return tempfile.mkdtemp(prefix="attnkit-submission-")
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _private_mounts(hidden: list[str], scratch, writable: list[str]) -> None:
+    """Shared temporary directories become private and empty, then kit paths empty and read-only
+    (the order matters: a kit inside /tmp is then simply gone)."""
+    libc = _libc()
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "making mounts private failed")
+    for paths, flags, options in ((scratch, 0, b"size=64m,mode=1777"), (hidden, MS_RDONLY, b"size=1m,mode=0555")):
+        for path in paths:
+            if os.path.isdir(path) and libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, options) != 0:
+                raise OSError(ctypes.get_errno(), f"hiding {path} failed")
+    _reachable(libc, _needed(), writable)
+
+
+def _reachable(libc, needed, writable=()) -> None:
+    """Make the interpreter and its packages readable to the unprivileged uid the worker is about to take.
+
+    A needed directory behind an ancestor that others may not traverse (pyenv's Python under /root, 0700; a
+    virtual environment in a 0700 clone) is reached through a fresh 0755 tmpfs over that ancestor, holding
+    read-only bind mounts of the needed directories alone: nothing else of the ancestor is visible. The
+    `writable` directories (the worker's scratch directory, in a private TMPDIR) are bound the same way,
+    writable."""
+    rw = {os.path.realpath(p) for p in writable}
+    dirs = sorted({os.path.realpath(p) for p in [*needed, *writable] if p and os.path.isdir(p)})
+    dirs = [d for d in dirs if not any(d != o and _under(d, o) for o in dirs)]  # outermost only
+    by_ancestor: dict[str, list[str]] = {}
+    for d in dirs:
+        blocked = _blocked_ancestor(d)
+        if blocked:
+            by_ancestor.setdefault(blocked, []).append(d)
+    for ancestor, inside in by_ancestor.items():
+        fds = {d: os.open(d, os.O_PATH | os.O_DIRECTORY) for d in inside}  # held across the tmpfs mount
+        try:
+            if libc.mount(b"tmpfs", ancestor.encode(), b"tmpfs", 0, b"size=1m,mode=0755") != 0:
+                raise OSError(ctypes.get_errno(), f"covering {ancestor} failed")
+            for d, fd in fds.items():
+                os.makedirs(d, mode=0o755, exist_ok=True)
+                if libc.mount(f"/proc/self/fd/{fd}".encode(), d.encode(), None, MS_BIND | MS_REC, None) != 0:
+                    raise OSError(ctypes.get_errno(), f"binding {d} failed")
+                if d not in rw:
+                    libc.mount(None, d.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+
+
+def _blocked_ancestor(path: str) -> str | None:
+    """The outermost directory on the way to `path` (itself included) that others may not traverse."""
+    parts = Path(path).parts
+    for i in range(2, len(parts) + 1):
+        d = os.path.join(*parts[:i])
+        if not os.stat(d).st_mode & 0o001:
+            return d
+    return None
+
+
+def _limit(limits: Limits) -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # too much output: a write error, not a kill
+    for name, value in (("RLIMIT_CPU", limits.cpu_seconds), ("RLIMIT_DATA", limits.memory_mb << 20),
+                        ("RLIMIT_FSIZE", limits.output_kb << 10), ("RLIMIT_NPROC", limits.processes),
+                        ("RLIMIT_CORE", 0)):
+        if name == "RLIMIT_NPROC" and os.getuid() != 0 and os.getuid() < UID_BASE:
+            continue  # per-uid: only meaningful for our own unique uid
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def kill_all(uid: int | None, pgid: int | None) -> None:
+    """Kill every process the worker left: by its unique uid (root), else by its process group."""
+    if pgid:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass
+    if uid is None:
+        return
+    for _ in range(50):
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/status") as f:
+                    uids = next(line for line in f if line.startswith("Uid:")).split()[1:]
+                if str(uid) in uids:
+                    found = True
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, StopIteration, ValueError):
+                continue
+        if not found:
+            return
+        time.sleep(0.02)
