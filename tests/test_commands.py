@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -106,3 +107,18 @@ def test_kit_tests_do_not_grade(tmp_path):
     """`pytest tests/...` runs the kit's own tests only; no grading items appear."""
     r = run("-m", "pytest", "tests/test_tolerances.py", "--collect-only", "-q")
     assert "attnkit::" not in r.stdout
+
+
+def test_first_contact_on_untouched_stubs_is_short(tmp_path):
+    """`pytest` on the stubs: one line per problem not started, the table, what to do next; at most 30 lines, and
+    the run fails. `-v` shows every check."""
+    shutil.copytree(ROOT / "exercises", tmp_path / "exercises")
+    r = run("-m", "pytest", "--attnkit-impl", str(tmp_path / "exercises"), cwd=tmp_path)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 1 and len(lines) <= 30, r.stdout
+    assert "still a stub" not in r.stdout and "FAILURES" not in r.stdout
+    for pid in ORDER:
+        assert len([ln for ln in lines if ln.startswith(pid) and "not started" in ln]) == 1, (pid, r.stdout)
+    assert any(ln.startswith(f"Next: fill in {ORDER[0]}.py") for ln in lines), r.stdout
+    verbose = run("-m", "pytest", "--attnkit-impl", str(tmp_path / "exercises"), "-v", cwd=tmp_path)
+    assert verbose.returncode == 1 and verbose.stdout.count("still a stub") >= len(ORDER)

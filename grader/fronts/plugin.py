@@ -158,12 +158,23 @@ class Grader:
                                 sandbox=self.jailed)
         return next(c for c in self.report.problem(problem).checks if c.id == check)
 
-    def pytest_terminal_summary(self, terminalreporter):
+    def pytest_report_teststatus(self, report, config):
+        """A check of a problem not started is counted as such, not as a failure whose section would repeat
+        "still a stub" once per check (the run still fails); `-v` shows every check as a failure."""
+        if report.when == "call" and report.failed and self.report is not None and config.option.verbose <= 0:
+            problem = report.nodeid.split("::")[1] if report.nodeid.count("::") >= 2 else None
+            if problem in self.selected and self.report.problem(problem).status == "not_started":
+                return "not started", "n", "NOT STARTED"
+        return None
+
+    def pytest_terminal_summary(self, terminalreporter, config):
         if self.report is not None:
-            from ..report.summary import table
+            from ..report.summary import next_step, table
 
             terminalreporter.write_sep("=", "attnkit score")
-            terminalreporter.write_line(table(self.report))
+            verbose = config.option.verbose > 0
+            terminalreporter.write_line(table(self.report, checks=True if verbose else "started"))
+            terminalreporter.write_line(next_step(self.report))
             if self.json_out:
                 terminalreporter.write_line(f"JSON report: {self.json_out}")
 

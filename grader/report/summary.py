@@ -16,15 +16,16 @@ def _pts(score, max_score) -> str:
     return f"{score:g}/{max_score:g}"
 
 
-def table(report: Report, width: int = 88, colour: bool = False, checks: bool = True) -> str:
-    """One line per problem and (with `checks`) per check, then the total; colour only if asked."""
+def table(report: Report, width: int = 88, colour: bool = False, checks: bool | str = True) -> str:
+    """One line per problem and per check, then the total; colour only if asked. `checks`: False for no check
+    lines, "started" for check lines under started problems only (a problem not started is one line)."""
     cuda = "CUDA" if report.devices.get("cuda") else "CPU only: CUDA checks skipped"
     rule = ("─" if colour else "-") * width
     lines = [f"attnkit: {report.impl} (seed {report.seed}, {cuda})", rule]
     for p in report.problems:
         status = paint(f"{STATUS[p.status]:<{width - 52}}", p.status, colour)
         lines.append(f"{paint(f'{p.id:<44}', 'bold', colour)}{status}{_pts(p.score, p.max_score):>8}")
-        for c in p.checks if checks else []:
+        for c in p.checks if checks is True or (checks == "started" and p.status != "not_started") else []:
             pts = "-" if c.status == "skipped" else _pts(c.score, c.max_score)
             title = f"{c.title[: width - 34]:<{width - 32}}"
             lines.append(f"  {paint(MARK[c.status], c.status, colour)}  {c.id:<16}{title}{pts:>8}")
@@ -77,3 +78,13 @@ def to_json(report: Report) -> dict:
 def write_json(report: Report, path: Path) -> None:
     """Atomically: a reader (or a hostile process) never sees a half-written report."""
     atomic_write(path, json.dumps(to_json(report), indent=2) + "\n")
+
+
+def next_step(report: Report) -> str:
+    """What to do next, in one or two lines: the first problem (in track order) that is not passed yet."""
+    todo = next((p for p in report.problems if p.status != "passed"), None)
+    if todo is None:
+        return "Next: every graded problem passes; `attnkit list` shows the whole track."
+    verb = "fill in" if todo.status == "not_started" else "fix"
+    return (f"Next: {verb} {todo.id}.py, then `pytest -k {todo.id}` (`-v` shows every check); "
+            f"`attnkit hint {todo.id}` gives a hint.")
