@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from .judge.checks import CHECKS
+from .judge.checks import CHECKS, validate_checks
 from .judge.context import Context, Failed, GraderError
 from .judge.reference import reference
 from .run.harness import execute
@@ -88,6 +88,8 @@ def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEF
 def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: bool) -> Report:
     chosen = [get(pid) for pid in problem_ids] if problem_ids else all_problems()
     problems = _with_prerequisites(chosen)  # graded too, so that a failure is blamed on them only when they fail
+    for p in problems:
+        validate_checks(p)
     pool = Pool(str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout, limits, jailed)
     try:
         pool.wait_hello()

@@ -7,6 +7,7 @@ import sys
 from .commands import (untrusted, cmd_batch, cmd_classroom, cmd_course, cmd_dev, cmd_export, cmd_grade,
                        cmd_gradescope)
 from ..run.submission import impl_dir
+from ..errors import SpecError
 from .options import BadInput, default_impl, positive
 
 
@@ -121,6 +122,9 @@ def main(argv=None) -> int:
     except BadInput as exc:
         sys.stderr.write(f"attnkit: error: {exc}\n")
         return 2
+    except SpecError as exc:
+        sys.stderr.write(f"attnkit: the kit's own specs are broken (please report it): {exc}\n")
+        return 3
     except KeyboardInterrupt:
         sys.stderr.write("attnkit: interrupted\n")
         return 130

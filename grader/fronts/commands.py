@@ -19,6 +19,11 @@ def cmd_grade(args) -> int:
 
     from ..run.submission import open_submission
 
+    from ..judge.checks import validate_checks
+    from ..problems import all_problems
+
+    for problem in all_problems():  # a broken spec: one clear line (exit 3), before any grading
+        validate_checks(problem)
     impl, unpacked = open_submission(args.impl if args.impl is not None else default_impl())
     out = json_path(args.json) if args.json else None
     md = json_path(args.report, "--report") if args.report else None

@@ -127,7 +127,16 @@ class Grader:
 
     @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection sees the items
     def pytest_collection_modifyitems(self, session, config, items):
-        for problem in self._problems(config.option.keyword, self.chosen):
+        from ..errors import SpecError
+        from ..judge.checks import validate_checks
+
+        try:
+            problems = self._problems(config.option.keyword, self.chosen)
+            for problem in problems:
+                validate_checks(problem)
+        except SpecError as exc:
+            raise pytest.UsageError(f"attnkit: the kit's own specs are broken (please report it): {exc}") from None
+        for problem in problems:
             node = ProblemNode.from_parent(session, name=problem.id, path=ROOT, nodeid=f"attnkit::{problem.id}")
             items.extend(
                 CheckItem.from_parent(node, name=cid, grader=self, problem=problem.id, check=cid, points=pts)

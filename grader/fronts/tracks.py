@@ -1,14 +1,7 @@
 """The learning track: named stages in order; each problem's spec says which stage it is in and what it builds on."""
 from __future__ import annotations
 
-TRACKS = (
-    ("warm-up", "NumPy first, then the masked softmax every module reuses"),
-    ("scoring", "additive (Bahdanau), then Luong's four scoring functions"),
-    ("masking", "boolean masks over any leading dims: scaled dot-product attention"),
-    ("multi-head", "several scorers over the same values"),
-    ("transformer", "Transformer multi-head attention"),
-    ("memory", "the follow-up question: the same result under a memory bound"),
-)
+from ..model.tracks import TRACKS  # noqa: F401 - the track's order and blurbs live with the problem model
 
 
 def prerequisites(problem) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from typing import Callable
 
 import torch
 
+from ..errors import SpecError
 from .compare import STABILITY, argmax_index, mismatch, tolerance
 from .context import Failed, compare_all, valid_mask
 from ..draw.describe import call_text, ctor_text, error_text
@@ -332,3 +333,11 @@ CHECKS = {c.id: c for c in [
     Check("cuda", "CUDA float64/float32 vs CPU reference", ("cuda",), check_device("cuda"), True),
     Check("cuda_half", "CUDA float16/bfloat16", ("half",), check_device("half"), True),
 ]}
+
+
+def validate_checks(problem) -> None:
+    """Every check id a spec gives points to is a registered check (else a SpecError naming spec and field)."""
+    unknown = [cid for cid in problem.points if cid not in CHECKS]
+    if unknown:
+        raise SpecError(f"spec grader/problems/{problem.id}.py: field points: unknown check id {unknown[0]!r} "
+                        f"(known: {', '.join(sorted(CHECKS))})")

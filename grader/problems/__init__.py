@@ -6,6 +6,7 @@ import importlib
 from ..errors import BadInput
 from ..model.i18n import current, localize
 from ..model.spec import Problem
+from ..model.validate import validate
 
 ORDER = (
     "numpy_additive_attention", "masked_softmax", "additive_attention", "luong_attention",
@@ -18,6 +19,7 @@ def all_problems() -> list[Problem]:
 
 
 _LOCALIZED: dict = {}
+_VALID: set = set()
 
 
 def get(pid: str) -> Problem:
@@ -25,6 +27,9 @@ def get(pid: str) -> Problem:
     if pid not in ORDER:
         raise KeyError(f"unknown problem {pid!r}; choose from: {', '.join(ORDER)}")
     problem = importlib.import_module(f"{__name__}.{pid}").PROBLEM
+    if pid not in _VALID:
+        validate(problem, pid, ORDER)  # once per spec, at its first load
+        _VALID.add(pid)
     lang = current()
     if lang == "en":
         return problem

@@ -1,0 +1,10 @@
+"""The tracks, in order: (name, one line). A spec's `track` must be one of these names."""
+
+TRACKS = (
+    ("warm-up", "NumPy first, then the masked softmax every module reuses"),
+    ("scoring", "additive (Bahdanau), then Luong's four scoring functions"),
+    ("masking", "boolean masks over any leading dims: scaled dot-product attention"),
+    ("multi-head", "several scorers over the same values"),
+    ("transformer", "Transformer multi-head attention"),
+    ("memory", "the follow-up question: the same result under a memory bound"),
+)

@@ -1,0 +1,68 @@
+"""Specs are validated when loaded: each broken field fails with one message naming the spec and the field,
+and the commands show it as one line (exit 3: the kit's fault), never as a missing plugin or a dropped problem."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from attnkit.errors import SpecError
+from attnkit.judge.checks import validate_checks
+from attnkit.model.spec import Mistake
+from attnkit.model.validate import validate
+from attnkit.problems import ORDER, all_problems, get
+
+
+@pytest.mark.parametrize("problem", all_problems(), ids=lambda p: p.id)
+def test_every_shipped_spec_is_valid(problem):
+    validate(problem, problem.id, ORDER)
+    validate_checks(problem)
+
+
+def _broken(field: str):
+    p = get("luong_attention")
+    zh = dict(p.zh)
+    if field == "check id":
+        return dataclasses.replace(p, points={**p.points, "parity_floa64": 1})
+    if field == "track":
+        return dataclasses.replace(p, track="scorng")
+    if field == "requires":
+        return dataclasses.replace(p, requires=("masked_softmx",))
+    if field == "translation":
+        zh["mistakes"] = {k: v for k, v in zh["mistakes"].items() if k != p.mistakes[0].id}
+        return dataclasses.replace(p, zh=zh)
+    if field == "patch":
+        stale = Mistake("stale", "a patch of code the reference no longer has", (("scores = scores * 2", "x"),))
+        return dataclasses.replace(p, mistakes=p.mistakes + (stale,), zh={**zh, "mistakes": {**zh["mistakes"], "stale": ("", "", "")}})
+    if field == "id":
+        return dataclasses.replace(p, id="luong")
+    raise AssertionError(field)
+
+
+@pytest.mark.parametrize("field,expected", [
+    ("check id", "field points: unknown check id 'parity_floa64'"),
+    ("track", "field track 'scorng' is not a track"),
+    ("requires", "field requires names unknown problems ['masked_softmx']"),
+    ("translation", "missing translation zh['mistakes']"),
+    ("patch", "mistake 'stale': its patch no longer applies to the reference"),
+    ("id", "field id is 'luong', not the file's name 'luong_attention'"),
+])
+def test_a_broken_field_is_named(field, expected):
+    problem = _broken(field)
+    with pytest.raises(SpecError) as info:
+        validate(problem, "luong_attention", ORDER)
+        validate_checks(problem)
+    assert "spec grader/problems/luong_attention.py" in str(info.value) and expected in str(info.value), str(info.value)
+
+
+def test_attnkit_grade_names_a_broken_spec_in_one_line(monkeypatch, capsys):
+    """A typo in a check id reaches the user as one line naming spec and field, exit 3 (no grading, no
+    "is attnkit installed?")."""
+    import attnkit.problems as registry
+    from attnkit.fronts.cli import main
+
+    real = registry.get
+    monkeypatch.setattr(registry, "get", lambda pid: _broken("check id") if pid == "luong_attention" else real(pid))
+    code = main(["grade", "--impl", "solutions", "--problems", "masked"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3 and len(err) == 1 and "unknown check id 'parity_floa64'" in err[0], err
