@@ -6,12 +6,12 @@ receives inputs and returns tensors.
 from __future__ import annotations
 
 import traceback
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from .judge.checks import CHECKS, validate_checks
+from .results import CheckResult, ProblemResult, Report
 from .judge.context import Context, Failed, GraderError
 from .judge.reference import reference
 from .run.harness import execute
@@ -23,51 +23,6 @@ from .run.dropout import affine_map
 from .draw.groups import build
 from .draw.scenarios import as_reference
 
-
-
-@dataclass
-class CheckResult:
-    id: str
-    title: str
-    status: str  # passed | failed | skipped | error
-    score: float
-    max_score: float
-    message: str = ""
-    mistake: str | None = None
-    evidence: dict | None = field(default=None, repr=False)  # the failing call's weights (for plots), not in JSON
-    symptom: str | None = field(default=None, repr=False)  # a mistake id the check's own evidence shows (diagnose.py)
-
-
-@dataclass
-class ProblemResult:
-    id: str
-    title: str
-    status: str  # passed | failed | not_started
-    score: float
-    max_score: float
-    checks: list[CheckResult] = field(default_factory=list)
-
-
-@dataclass
-class Report:
-    impl: str
-    seed: int
-    score: float
-    max_score: float
-    devices: dict
-    problems: list[ProblemResult]
-    sandbox: str = "process"  # "bubblewrap": graded inside bwrap (jail.py); "process": sandbox.enter alone
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    def problem(self, pid: str) -> ProblemResult:
-        return next(p for p in self.problems if p.id == pid)
-
-    @property
-    def grader_errors(self) -> int:
-        """How many checks the grader itself failed to run (left out of the maximum)."""
-        return sum(c.status == "error" for p in self.problems for c in p.checks)
 
 
 def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEFAULT_TIMEOUT, limits=None,

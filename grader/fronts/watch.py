@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from . import state
-from ..grading import Report, grade
+from ..grading import grade
+from ..results import Report
 from ..problems import ORDER, get
 from ..report.summary import failures, progress, table
 from ..report.term import fancy

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from ..files import atomic_write
-from ..grading import Report
+from ..results import Report
 from .term import bar, paint
 
 MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERR!"}
