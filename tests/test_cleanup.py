@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SANDBOXES, SOLUTIONS
+from conftest import SANDBOXES, SOLUTIONS, needs_bwrap
 from attnkit.run.jail import CODE_DIR
 
 
@@ -58,3 +58,17 @@ def test_importing_the_notebook_helpers_leaves_nothing(tmp_path):
     code = "import os, attnkit.integrations.notebook, attnkit.integrations.nbgrade; os._exit(0)"  # killed like a kernel: no clean-up runs
     proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(own_tmp)}, timeout=120)
     assert proc.returncode == 0 and sorted(os.listdir(own_tmp)) == []
+
+
+@needs_bwrap
+def test_a_spare_sandbox_ends_with_its_process(tmp_path):
+    """nbgrader's attnkit step starts spare sandboxes and never stops them: when its process exits, the spare's
+    directory and its bwrap are gone all the same."""
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    code = "from attnkit.run import jail_process; jail_process.warm_up(repeat=True)"
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(own_tmp)}, timeout=120,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(os.listdir(own_tmp)) == []
+    assert _processes_with(str(own_tmp)) == [], "a spare sandbox outlived its process"

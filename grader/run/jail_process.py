@@ -8,6 +8,7 @@ explains a failure of the submission's own problem.
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import os
@@ -26,6 +27,7 @@ from .sandbox import UID_BASE, chown_tree, copy_submission, kill_all, scratch_di
 
 _spare: "Jail | None" = None
 _repeat = False
+_registered = False
 _lock = threading.Lock()
 
 
@@ -163,11 +165,14 @@ class JailedProcess:
 def warm_up(repeat: bool = False) -> None:
     """Start a spare sandbox now, whose server imports torch meanwhile. `repeat`: after each use, start the
     next one at once (a batch, `watch`, a test suite); otherwise a spare serves the next grading only."""
-    global _spare, _repeat
+    global _spare, _repeat, _registered
     with _lock:
         _repeat = _repeat or repeat
         if _spare is None:
             _spare = Jail()
+        if not _registered:  # a caller that never stops it (nbgrader's step): the spare ends with the process
+            atexit.register(stop)
+            _registered = True
 
 
 def take(impl_dir: str, targets: list[tuple[str, str]], limits) -> Jail:
