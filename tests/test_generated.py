@@ -73,7 +73,8 @@ def test_dev_check_passes():
 
 def test_the_order_registers_every_spec_in_track_order_with_prerequisites_first():
     from attnkit.problems import ORDER
-    from attnkit.fronts.tracks import TRACKS, prerequisites
+    from attnkit.fronts.tracks import prerequisites
+    from attnkit.model.tracks import TRACKS
 
     specs = sorted(p.stem for p in (ROOT / "grader" / "problems").glob("*.py") if not p.stem.startswith("_"))
     assert sorted(ORDER) == specs, "add the new spec's id to ORDER in grader/problems/__init__.py"

@@ -188,6 +188,23 @@ def test_the_import_probe_cannot_be_told_a_forged_result(tmp_path):
     assert check.status == "failed" and "imports torch" in check.message, check.message
 
 
+def test_a_deeply_nested_line_does_not_hide_the_torch_request(tmp_path):
+    """Before asking for torch, the NumPy module writes a line of 100,000 nested brackets to the probe's own pipe
+    (a JSON bomb that makes the decoder raise RecursionError, not ValueError): the lines after it, the request for
+    torch among them, are still read."""
+    pid = "numpy_additive_attention"
+    bomb = (
+        "import __main__\n"
+        "if hasattr(__main__, 'out'):  # in the probe only\n"
+        "    __main__.out.write('[' * 100000 + '\\n')\n"
+        "    __main__.out.flush()\n"
+        "try:\n    import torch  # noqa: F401\nexcept ImportError:\n    pass\n"
+    )
+    report = grade(make_impl(tmp_path, {f"{pid}.py": bomb + (SOLUTIONS / f"{pid}.py").read_text()}), [pid])
+    check = next(c for c in report.problems[0].checks if c.id == "no_torch")
+    assert check.status == "failed" and "imports torch" in check.message, check.message
+
+
 def test_gradescope_never_shows_hidden_inputs_from_an_import_error(tmp_path):
     """At import the module finds the hidden inputs the worker already holds and raises them as its message:
     the Gradescope output keeps the exception's type and line, never its message."""

@@ -6,6 +6,8 @@ Where both launchers defend, the test runs with both (`SANDBOXES`).
 """
 from __future__ import annotations
 
+import ast
+import json
 import os
 import re
 import secrets
@@ -49,7 +51,7 @@ def test_the_kit_and_the_host_are_not_in_view(tmp_path, spare_sandboxes):
             "raise RuntimeError(f'SEEN={seen} PIDS={sorted(int(p) for p in os.listdir(\"/proc\") if p.isdigit())}')\n")
     text = _attack(tmp_path, code)
     assert "SEEN=[]" in text, text[:1500]
-    pids = eval(text.split("PIDS=")[1].split("]")[0] + "]")  # the namespace's own processes only: a handful
+    pids = ast.literal_eval(text.split("PIDS=")[1].split("]")[0] + "]")  # the namespace's own processes: a handful
     assert len(pids) < 20 and max(pids) < 100, pids
 
 
@@ -96,7 +98,7 @@ def test_tmp_is_private(tmp_path, sandbox, spare_sandboxes):
     """What a submission writes in /tmp is its own: nothing appears in the host's /tmp."""
     from attnkit.run import sandbox as process_sandbox
 
-    if not sandbox and any(process_sandbox._under(p, "/tmp") for p in process_sandbox._needed()):
+    if not sandbox and any(process_sandbox.under(p, "/tmp") for p in process_sandbox._needed()):
         pytest.skip("the interpreter lives under /tmp: the process sandbox must keep /tmp shared (README's table)")
     name = f"/tmp/attnkit-escape-{secrets.token_hex(6)}"
     code = f"open({name!r}, 'w').write('x')\nraise RuntimeError('WROTE')\n"
@@ -207,3 +209,24 @@ def test_interviewer_report_grades_in_the_sandbox_and_says_so(tmp_path):
     assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert "- Isolation: bubblewrap" in (tmp_path / "report.md").read_text()
     assert __import__("json").loads((tmp_path / "report.json").read_text())["sandbox"] == "bubblewrap"
+
+
+@pytest.mark.parametrize("message", [b"[" * 4000, b"{\"exit\": true, \"code\": 0}", b"\xff\xfe", b"{\"exit\": 0}"],
+                         ids=["json-bomb", "bool-index", "not-utf8", "missing-field"])
+def test_a_malformed_exit_report_ends_that_sandbox_without_raising(message):
+    """The server inside the sandbox is the submission's to take over: whatever it sends on the control socket
+    ends that sandbox (its problems fail), and never raises in the grader (a JSON bomb raises RecursionError)."""
+    from attnkit.run.jail_process import Jail
+
+    jail = Jail.__new__(Jail)  # the channel alone: no bwrap is needed to test what the parent makes of it
+    jail.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    jail.exits, killed = {}, []
+    jail.kill = lambda: killed.append(True)
+    try:
+        theirs.send(json.dumps({"exit": 1, "code": -9}).encode())
+        theirs.send(message)
+        jail.poll()
+    finally:
+        theirs.close()
+        jail.control.close()
+    assert jail.exits == {1: -9} and killed == [True]

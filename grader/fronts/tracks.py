@@ -1,7 +1,7 @@
 """The learning track: named stages in order; each problem's spec says which stage it is in and what it builds on."""
 from __future__ import annotations
 
-from ..model.tracks import TRACKS  # noqa: F401 - the track's order and blurbs live with the problem model
+from ..model.tracks import TRACKS
 
 
 def prerequisites(problem) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ A violation fails that worker's problem alone, with a reason; it never blocks or
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -75,6 +76,15 @@ class FrameReader:
             frames.append(bytes(self.buffer[start:start + size]))
             del self.buffer[:start + size]
         return frames
+
+
+def json_line(data) -> object:
+    """A small JSON text from the sandbox (an exit report, a probe's line), decoded: Malformed for anything
+    that is not JSON, whatever the decoder raises (deep nesting raises RecursionError, not ValueError)."""
+    try:
+        return json.loads(data)
+    except Exception as exc:  # noqa: BLE001 - any decoding failure is the sender's
+        raise Malformed(f"not JSON ({type(exc).__name__})") from None
 
 
 def message(frame: bytes) -> dict:

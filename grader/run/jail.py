@@ -6,8 +6,8 @@ repository, the reference solutions and the grader's own files are not in it: th
 modules are bound file by file); a private /tmp holding the submission's private copy; no
 environment but what we set. As root, bwrap runs privileged and the server inside drops to a
 unique unprivileged uid the parent chose; otherwise bwrap makes a user namespace. Inside,
-`jail_server` imports torch once and forks one worker per problem. Killing bwrap kills the
-namespace's first process, and with it everything the submission started.
+`jail_server` imports torch once and forks one worker per problem. `Sandbox.kill` kills the
+namespace's first process, and the kernel then kills everything the submission started.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ..errors import BadInput
-from .sandbox import SUBMISSION, hidden_paths
+from .sandbox import SUBMISSION, under, hidden_paths
 
 WORKER_MODULES = ("__init__", "run/__init__", "run/dropout", "run/harness", "run/intercept", "run/jail_server",
                   "run/loader", "run/sandbox", "run/wire", "run/worker")  # all a worker imports, bound one by one
@@ -101,7 +101,7 @@ def command(scratch: str, hide: tuple[str, ...] = ()) -> list[str]:
     for d in dirs:
         args += ["--ro-bind", d, d]
     for path in [*hidden_paths(), *hide]:
-        if any(_under(path, d) for d in [*dirs, *SYSTEM]):
+        if any(under(path, d) for d in [*dirs, *SYSTEM]):
             args += ["--tmpfs", path, "--remount-ro", path]
     code = Path(__file__).resolve().parent.parent  # the package's folder
     for name in WORKER_MODULES:
@@ -134,10 +134,10 @@ def python_dirs() -> tuple[str, ...]:
              *site.getsitepackages(), site.getusersitepackages(), *_library_paths()}
     prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
     dirs = {os.path.realpath(p) for p in found if p and os.path.isdir(p)}
-    dirs = {d for d in dirs if d != "/" and not any(_under(d, s) for s in SYSTEM)
-            and (not _under(str(ROOT), d) or d in prefixes)  # holding the checkout: only as the interpreter's own
-            and (not _under(d, str(ROOT)) or any(_under(d, p) for p in prefixes))}  # inside it: only a venv
-    return tuple(sorted(d for d in dirs if not any(d != o and _under(d, o) for o in dirs)))
+    dirs = {d for d in dirs if d != "/" and not any(under(d, s) for s in SYSTEM)
+            and (not under(str(ROOT), d) or d in prefixes)  # holding the checkout: only as the interpreter's own
+            and (not under(d, str(ROOT)) or any(under(d, p) for p in prefixes))}  # inside it: only a venv
+    return tuple(sorted(d for d in dirs if not any(d != o and under(d, o) for o in dirs)))
 
 
 def _library_paths() -> list[str]:
@@ -154,11 +154,6 @@ def _gpu() -> list[str]:
     if not devices:
         return []
     return [a for d in devices for a in ("--dev-bind", d, d)] + ["--ro-bind", "/sys", "/sys"]
-
-
-def _under(path: str, directory: str) -> bool:
-    path, directory = os.path.realpath(path), os.path.realpath(directory)
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 class Sandbox:
@@ -206,6 +201,9 @@ class Sandbox:
     def kill(self) -> None:
         """Kill the namespace's first process (the kernel then kills every process in the namespace), then bwrap."""
         self.started(1.0)
+        if self.info is not None:  # bwrap ended before it was read: nothing left to hold
+            os.close(self.info)
+            self.info = None
         if self.pidfd is not None:
             try:
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)

@@ -22,6 +22,7 @@ import time
 from multiprocessing.connection import Connection
 
 from ..files import remove_tree
+from .inbox import Malformed, json_line
 from .jail import Sandbox, command, python
 from .sandbox import UID_BASE, chown_tree, copy_submission, kill_all, scratch_dir
 
@@ -44,7 +45,10 @@ class Jail:
             self.box = _launch(argv, theirs.fileno(), self.errors)
         finally:
             theirs.close()
-        self.proc = self.box.proc
+
+    @property
+    def proc(self):
+        return self.box.proc
 
     def assign(self, impl_dir: str, targets: list[tuple[str, str]], limits) -> None:
         """Copy the submission in (sizes checked before reading), then send the server its uid and workers."""
@@ -85,9 +89,9 @@ class Jail:
             if not data:
                 return
             try:
-                msg = json.loads(data)
+                msg = json_line(data)
                 ok = isinstance(msg, dict) and set(msg) == {"exit", "code"} and all(type(v) is int for v in msg.values())
-            except ValueError:
+            except Malformed:
                 ok = False
             if not ok:
                 self.kill()
@@ -139,8 +143,6 @@ class Jail:
 
 class JailedProcess:
     """Worker i of a Jail, with the subset of multiprocessing.Process the pool uses."""
-
-    pid = None
 
     def __init__(self, jail: Jail, i: int):
         self.jail, self.i = jail, i

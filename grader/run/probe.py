@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from ..files import remove_tree
-from .inbox import clean
+from .inbox import Malformed, clean, json_line
 from .jail import Sandbox, command, python
 from .sandbox import UID_BASE, Limits, chown_tree, copy_submission, hidden_paths, kill_all, scratch_dir, worker_uid
 
@@ -110,9 +110,11 @@ def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float, 
         timed_out = True
     finally:
         if jailed:
-            box.kill()  # the namespace, and everything in it
-        kill_all(uid if jailed else worker_uid(proc.pid), proc.pid)  # from the pid we started: nothing the probe said
-        proc.wait()
+            box.kill()  # the namespace, and everything in it; then, as root, its uid
+            kill_all(uid, None)  # (bwrap leads no process group: its pid is no group to kill)
+        else:
+            kill_all(worker_uid(proc.pid), proc.pid)  # from the pid we started: nothing the probe said
+            proc.wait()
         reader.join(5)
         remove_tree(scratch)
     said = [(kind, detail) for n, kind, detail in lines if n == nonce]
@@ -144,8 +146,8 @@ def _collect(fd: int, lines: list, limit: int = 1 << 20) -> None:
             data += chunk
     for line in data.decode("utf-8", "replace").splitlines():
         try:
-            item = json.loads(line)
-        except ValueError:
+            item = json_line(line)
+        except Malformed:
             continue
         if isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item):
             lines.append(item)

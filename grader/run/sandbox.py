@@ -73,19 +73,15 @@ def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> t
     os.setsid()
     files = _read(Path(impl_dir), limits)
     root = os.geteuid() == 0
-    scratch = [d for d in SHARED_TMP if not any(_under(p, d) for p in _needed())] if root else []
+    scratch = [d for d in SHARED_TMP if not any(under(p, d) for p in _needed())] if root else []
     if root:
         _private_mounts(hide, scratch, [] if "/tmp" in scratch else [scratch_dir])
     work = Path(SUBMISSION if "/tmp" in scratch else scratch_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        (work / name).parent.mkdir(parents=True, exist_ok=True)
-        (work / name).write_bytes(data)
+    _write(work, files)
     uid = None
     if root:
         uid = worker_uid(os.getpid())
-        for p in [work, *work.rglob("*")]:
-            os.chown(p, uid, uid)
+        chown_tree(str(work), uid)
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
@@ -123,9 +119,14 @@ def no_new_privileges() -> None:
 
 def copy_submission(impl_dir: str, limits: Limits, scratch: str) -> None:
     """The parent's private copy of a submission for a jailed worker (sizes checked before reading)."""
-    for name, data in _read(Path(impl_dir), limits).items():
-        (Path(scratch) / name).parent.mkdir(parents=True, exist_ok=True)
-        (Path(scratch) / name).write_bytes(data)
+    _write(Path(scratch), _read(Path(impl_dir), limits))
+
+
+def _write(work: Path, files: dict[str, bytes]) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_bytes(data)
 
 
 def chown_tree(path: str, uid: int) -> None:
@@ -172,7 +173,7 @@ def _needed() -> list[str]:
     return [sys.prefix, sys.base_prefix, *(sysconfig.get_paths().values()), *[p for p in sys.path if p]]
 
 
-def _under(path: str, directory: str) -> bool:
+def under(path: str, directory: str) -> bool:
     return os.path.realpath(path) == os.path.realpath(directory) or \
         os.path.realpath(path).startswith(os.path.realpath(directory) + os.sep)
 
@@ -211,7 +212,7 @@ def _reachable(libc, needed, writable=()) -> None:
     writable."""
     rw = {os.path.realpath(p) for p in writable}
     dirs = sorted({os.path.realpath(p) for p in [*needed, *writable] if p and os.path.isdir(p)})
-    dirs = [d for d in dirs if not any(d != o and _under(d, o) for o in dirs)]  # outermost only
+    dirs = [d for d in dirs if not any(d != o and under(d, o) for o in dirs)]  # outermost only
     by_ancestor: dict[str, list[str]] = {}
     for d in dirs:
         blocked = _blocked_ancestor(d)
