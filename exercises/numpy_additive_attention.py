@@ -25,7 +25,7 @@ def additive_attention_step(s_prev, h, W_a, U_a, v_a):
 
     Dims:
         d: feature size per head, or the attention size
-        T: encoder steps
+        T: encoder steps, or positions (rows) of x
         n_s: decoder state size
         n_h: encoder state size
     """

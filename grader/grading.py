@@ -12,7 +12,7 @@ import torch
 
 from .judge.checks import CHECKS, validate_checks
 from .results import CheckResult, ProblemResult, Report
-from .judge.context import Context, Failed, GraderError
+from .judge.context import Context, Failed, GraderError, valid_mask
 from .judge.reference import reference
 from .run.harness import execute
 from .run.jail import decide
@@ -103,7 +103,7 @@ def _plan(problem, seed: int, cuda: bool) -> dict:
     key = (problem.id, seed, cuda)
     if key not in _PLANS:
         checks = [CHECKS[c] for c in problem.points if cuda or not CHECKS[c].needs_cuda]
-        _PLANS[key] = build(problem, dict.fromkeys(g for c in checks for g in c.groups), seed)
+        _PLANS[key] = build(problem, {name: fn for c in checks for name, fn in c.groups.items()}, seed)
     return _PLANS[key]
 
 
@@ -139,12 +139,12 @@ def _inputs_changed(cases, results) -> None:
         if case is None or not res.get("ok") or "outputs" not in res:
             continue
         after = res.pop("inputs", None) or []
-        sent = case.call.get("args", [])
+        sent = [(i, t) for i, a in enumerate(case.call.get("args", [])) for t in (a if isinstance(a, (tuple, list)) else (a,))]
         changed = []
-        for i, original in enumerate(sent):
-            if not isinstance(original, torch.Tensor):
+        for at, (i, original) in enumerate(sent):  # a tuple argument (a cache) counts as changed if any part is
+            if not isinstance(original, torch.Tensor) or i in changed:
                 continue
-            now = after[i] if i < len(after) else None
+            now = after[at] if at < len(after) else None
             if now is None or now.shape != original.shape or now.dtype != original.dtype or not torch.equal(now, original.cpu()):
                 changed.append(i)
         res["changed"] = changed
@@ -198,14 +198,12 @@ def _evidence(ctx, case) -> dict | None:
     """The learner's and the reference's weights for the failing call, where both exist and agree in shape."""
     if case is None or case.key not in ctx.ref:
         return None
-    got = ctx.got.get(case.key)
-    if not got or not got.get("ok") or "outputs" not in got:
+    got, at = ctx.got.get(case.key), ctx.problem.weights_index
+    if not got or not got.get("ok") or "outputs" not in got or at is None:
         return None
-    w, ref = got["outputs"][0][-1], ctx.ref[case.key]["outputs"][0][-1]
+    w, ref = got["outputs"][0][at], ctx.ref[case.key]["outputs"][0][at]
     if w.shape != ref.shape:
         return None
-    from .judge.context import valid_mask
-
     return {"got": w, "expected": ref, "mask": valid_mask(ctx.problem, case).expand(ref.shape)}
 
 

@@ -3,7 +3,7 @@
 tests/impls/<style>/ holds one style's modules (the reference fills in the others): d2l, einsum, inf_guard,
 loops, autograd_fn (custom autograd Functions), linear_subclass (nn.Linear subclasses, F.linear), where_guard
 (torch.where guards), float64_internal (float64 inside), bmm_flat (heads folded into the batch), log_softmax,
-chunk_rows (blocks of query rows), hf_style (Hugging Face's and tutorials' layouts), stdlib_imports (standard
+chunk_rows (blocks of query rows), complex (RoPE as complex multiplication), hf_style (Hugging Face's and tutorials' layouts), stdlib_imports (standard
 library modules the worker has not loaded: the sandbox must let them be imported)."""
 from __future__ import annotations
 

@@ -143,18 +143,21 @@ def test_batch_grades_everything_resumes_and_survives_bad_submissions(tmp_path):
     (subs / "broken.zip").write_text("not a zip")
     (subs / "notes.txt").write_text("ignored")
     out = tmp_path / "results"
-    r = attnkit("grade-batch", str(subs), "--out", str(out), "--timeout", "5")
+    # three problems are enough to show every case (the hang is in additive_attention), at a quarter of the cost
+    chosen = ("masked_softmax", "additive_attention", "luong_attention")
+    r = attnkit("grade-batch", str(subs), "--out", str(out), "--timeout", "8", "--problems", ",".join(chosen))
     assert r.returncode == 0, r.stderr
     rows = {row["submission"]: row for row in csv.DictReader((out / "grades.csv").open())}
-    full = str(sum(v for p in all_problems() for k, v in p.points.items() if not k.startswith("cuda")))
-    assert rows["good"]["total"] == rows["zipped.zip"]["total"] == full
-    assert rows["stub"]["total"] == "0" and rows["hang"]["additive_attention"] == "0" and rows["hang"]["luong_attention"] == "18"
+    full = str(sum(v for p in map(get, chosen) for k, v in p.points.items() if not k.startswith("cuda")))
+    assert rows["good"]["total"] == rows["zipped.zip"]["total"] == full, rows
+    assert rows["stub"]["total"] == "0" and rows["hang"]["additive_attention"] == "0", rows
+    assert rows["hang"]["luong_attention"] == "18", rows
     assert "not a valid zip" in rows["broken.zip"]["error"] and "notes" not in rows and "notes.txt" not in rows
     assert json.loads((out / "good.json").read_text())["score"] == float(full)
     before = (out / "good.json").stat().st_mtime_ns
-    again = attnkit("grade-batch", str(subs), "--out", str(out))
+    again = attnkit("grade-batch", str(subs), "--out", str(out), "--problems", ",".join(chosen))
     assert again.returncode == 0 and (out / "good.json").stat().st_mtime_ns == before  # skipped, not regraded
-    forced = attnkit("grade-batch", str(subs), "--out", str(out), "--force", "--timeout", "5")
+    forced = attnkit("grade-batch", str(subs), "--out", str(out), "--force", "--timeout", "8", "--problems", ",".join(chosen))
     assert forced.returncode == 0 and (out / "good.json").stat().st_mtime_ns != before
 
 

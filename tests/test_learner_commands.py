@@ -82,9 +82,9 @@ def test_corrupt_state_is_recreated_with_a_warning(env):
 
 @pytest.mark.parametrize("command", ["hint", "solution", "reset"])
 def test_unknown_problem_lists_the_valid_ones(env, command):
-    r = env[2](command, "attention")  # a prefix of none, and ambiguous as a substring
+    r = env[2](command, "head")  # a prefix of none, and ambiguous as a substring
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.strip() == f"attnkit: error: unknown problem 'attention'; choose from: {', '.join(ORDER)}"
+    assert r.stderr.strip() == f"attnkit: error: unknown problem 'head'; choose from: {', '.join(ORDER)}"
 
 
 def test_solution_only_after_passing_or_with_force(env):

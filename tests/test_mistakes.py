@@ -20,14 +20,13 @@ def test_at_least_six_mistakes_per_problem(problem):
 @pytest.mark.parametrize("problem,mistake", CASES, ids=[f"{p.id}-{m.id}" for p, m in CASES])
 def test_mistake_fails_its_problem_and_only_that_problem(tmp_path, problem, mistake):
     files = {f"{problem.id}.py": wrong_source(problem, mistake)}
-    if problem.id == "masked_softmax":
-        # The modules import `.masked_softmax`; give them a correct private copy so that
-        # only the problem under test carries the mistake.
-        files["_softmax_ok.py"] = (SOLUTIONS / "masked_softmax.py").read_text()
-        for other in all_problems():
-            if "masked_softmax" in other.requires:
-                source = (SOLUTIONS / f"{other.id}.py").read_text()
-                files[f"{other.id}.py"] = source.replace("from .masked_softmax import", "from ._softmax_ok import")
+    # Modules that import this one (`.masked_softmax`, `.rope`) get a correct private copy of it, so that only
+    # the problem under test carries the mistake.
+    for other in all_problems():
+        if problem.id in other.requires:
+            files[f"_{problem.id}_ok.py"] = (SOLUTIONS / f"{problem.id}.py").read_text()
+            source = (SOLUTIONS / f"{other.id}.py").read_text()
+            files[f"{other.id}.py"] = source.replace(f"from .{problem.id} import", f"from ._{problem.id}_ok import")
     # the problem and those that import it: no other module can see the mistake (it lives in this file alone)
     affected = [p.id for p in all_problems() if p.id == problem.id or problem.id in p.requires]
     report = grade(make_impl(tmp_path / "impl", files), affected)

@@ -51,7 +51,8 @@ def test_committed_learner_notebook_is_generated_and_has_no_solution(problem):
     kinds = [c.source.split("\n")[0] for c in nb.cells if c.cell_type == "code"]
     assert any(k.startswith(f"# attnkit: {problem.id} ") for k in kinds)
     assert any("quick_check" in c.source for c in nb.cells) and any("grade_here" in c.source for c in nb.cells)
-    assert any("show_weights" in c.source for c in nb.cells)
+    # a heatmap of the weights exactly where the problem returns weights
+    assert any("show_weights" in c.source for c in nb.cells) == (problem.weights_index is not None)
 
 
 def execute(nb):
@@ -74,8 +75,9 @@ def test_learner_notebook_runs_top_to_bottom_with_the_reference_filled_in(proble
     total = f"{problem.max_points - problem.points.get('cuda', 0) - problem.points.get('cuda_half', 0)}"
     assert f"{problem.id:<44}passed" in text and f"{total}/{total}" in text
     assert "FAIL" not in text and "ok  shapes and weight sums on the fixed example" in text
-    weights_cell = next(c for c in nb.cells if "show_weights" in c.source)
-    assert any("image/png" in o.get("data", {}) for o in weights_cell.outputs)
+    weights_cell = next((c for c in nb.cells if "show_weights" in c.source), None)
+    assert (weights_cell is None) == (problem.weights_index is None)
+    assert weights_cell is None or any("image/png" in o.get("data", {}) for o in weights_cell.outputs)
 
 
 def test_stub_notebook_runs_and_reports_not_started():

@@ -62,7 +62,7 @@ def test_stub_keeps_the_solution_signatures(problem):
 def test_stub_docstrings_name_every_dimension(problem):
     stub = render(problem)
     for method in problem.methods:
-        for name, _ in method.args:
+        for name, *_ in method.args:
             assert f"{name}: " in stub
 
 

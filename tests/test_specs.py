@@ -36,6 +36,19 @@ def _broken(field: str):
         return dataclasses.replace(p, mistakes=p.mistakes + (stale,), zh={**zh, "mistakes": {**zh["mistakes"], "stale": ("", "", "")}})
     if field == "id":
         return dataclasses.replace(p, id="luong")
+    forward = p.methods[-1]
+    if field == "arg role":
+        args = (forward.args[0]._replace(role="queries"),) + forward.args[1:]
+        return dataclasses.replace(p, methods=p.methods[:-1] + (dataclasses.replace(forward, args=args),))
+    if field == "output role":
+        returns = (forward.returns[0]._replace(role="weights"),) + forward.returns[1:]
+        return dataclasses.replace(p, methods=p.methods[:-1] + (dataclasses.replace(forward, returns=returns),))
+    if field == "output dims":
+        returns = (forward.returns[0]._replace(doc="the attention output"),) + forward.returns[1:]
+        return dataclasses.replace(p, methods=p.methods[:-1] + (dataclasses.replace(forward, returns=returns),))
+    if field == "check needs a role":  # no output plays the weights: a check that sums them cannot apply
+        returns = (forward.returns[0], forward.returns[1]._replace(role="values"))
+        return dataclasses.replace(p, methods=p.methods[:-1] + (dataclasses.replace(forward, returns=returns),))
     raise AssertionError(field)
 
 
@@ -46,6 +59,10 @@ def _broken(field: str):
     ("translation", "missing translation zh['mistakes']"),
     ("patch", "mistake 'stale': its patch no longer applies to the reference"),
     ("id", "field id is 'luong', not the file's name 'luong_attention'"),
+    ("arg role", "field methods[1].args: argument 'queries' has role 'queries'"),
+    ("output role", "more than one output with role 'weights'"),
+    ("output dims", "output 'output' needs named dims"),
+    ("check needs a role", "field points: check 'weight_sums' needs an output with role 'weights'"),
 ])
 def test_a_broken_field_is_named(field, expected):
     problem = _broken(field)

@@ -149,6 +149,7 @@ def _answers(plan, target) -> dict | None:
 def run(problems, seed: int, sample: int | None = None, sample_seed: int = 0, progress=None) -> dict:
     """{problem: {"mutants": N, "killed": K, "equivalent": E, "survivors": [key, ...], "stale": [key, ...]}}.
 
+    "stale": listed as equivalent, but no longer a mutant of the reference, or killed by a check after all.
     With `sample`, only that many mutants per problem (drawn with `sample_seed`) are graded."""
     listed = equivalents()
     out = {}
@@ -156,18 +157,20 @@ def run(problems, seed: int, sample: int | None = None, sample_seed: int = 0, pr
         every = mutants(problem)
         keys = {m.key for m in every}
         chosen = every if sample is None else random.Random(f"{sample_seed}/{problem.id}").sample(every, min(sample, len(every)))
-        killed, equivalent, survivors = 0, 0, []
+        killed, equivalent, survivors, wrongly_listed = 0, 0, [], []
         for m in chosen:
             by = kill(problem, m, seed)
             if by:
                 killed += 1
+                if (problem.id, m.key) in listed:
+                    wrongly_listed.append(m.key)
             elif (problem.id, m.key) in listed:
                 equivalent += 1
             else:
                 survivors.append(m.key)
             if progress:
                 progress(problem.id, m, by)
-        stale = sorted(k for p, k in listed if p == problem.id and k not in keys)
+        stale = sorted([k for p, k in listed if p == problem.id and k not in keys] + wrongly_listed)
         out[problem.id] = {"mutants": len(chosen), "killed": killed, "equivalent": equivalent,
                            "survivors": survivors, "stale": stale}
     return out

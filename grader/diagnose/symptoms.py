@@ -27,7 +27,7 @@ def known_ids(problem, failing_deps) -> set[str]:
 
 
 def _known(ids, mid):
-    for rid in (mid, f"masked_softmax:{mid}"):
+    for rid in (mid, *sorted(i for i in ids if i.endswith(f":{mid}"))):  # ours, then a failing import's
         if rid in ids:
             return rid
     return None
@@ -42,9 +42,10 @@ def _weights(ctx, case):
     """The learner's and the reference's weights (float64), or None when absent or of another shape."""
     res = _ok(ctx, case)
     ref = ctx.ref.get(case.key)
-    if res is None or ref is None:
+    at = ctx.problem.weights_index
+    if res is None or ref is None or at is None:
         return None
-    w, e = res["outputs"][0][-1].to(torch.float64), ref["outputs"][0][-1].to(torch.float64)
+    w, e = res["outputs"][0][at].to(torch.float64), ref["outputs"][0][at].to(torch.float64)
     return (w, e) if w.shape == e.shape else None
 
 
@@ -61,9 +62,9 @@ def certain(problem, ctx, failing: list[str]) -> str | None:
     if _rows_sum_to_chunk_counts(problem, ctx):
         return _known(ids, "per_chunk_softmax")
     failing_kinds = _kinds(ctx)[0]
-    if problem.masking == "lens" and failing_kinds == {"query"}:
+    if problem.mask_role == "lengths" and failing_kinds == {"query"}:
         return _known(ids, "lens_2d_ignored")
-    if problem.masking == "mask" and failing_kinds == {"inner"}:
+    if problem.mask_role == "mask" and failing_kinds == {"inner"}:
         return _known(ids, "mask_3d_as_batch")
     if _tail_block_lost(problem, ctx):
         return _known(ids, "last_chunk_dropped")
@@ -99,7 +100,7 @@ def _kinds(ctx) -> tuple[set, set]:
 
 
 KIND_WORDS = {
-    "lens": {"none": "valid_lens=None", "batch": "(B,) valid_lens", "query": "(B, Tq) valid_lens"},
+    "lengths": {"none": "valid_lens=None", "batch": "(B,) valid_lens", "query": "(B, Tq) valid_lens"},
     "mask": {"none": "mask=None", "batch": "key padding masks (B, 1, .., Tk)", "query": "per-query masks (B, .., Tq, Tk)",
              "random": "masks of the weights' full shape", "causal": "causal (Tq, Tk) masks", "keys": "1-D (Tk,) masks",
              "inner": "masks without the batch dim (e.g. (H, Tq, Tk))", "inner1": "masks with a leading 1 (1, H, Tq, Tk)"},
@@ -205,9 +206,10 @@ def _sums_along_wrong_axis(ctx) -> bool:
     found = False
     for case in ctx.of("base"):
         res = _ok(ctx, case)
-        if case.lens != "none" or res is None or case.cfg["Tq"] == case.cfg["Tk"]:
+        at = ctx.problem.weights_index
+        if case.lens != "none" or res is None or case.cfg["Tq"] == case.cfg["Tk"] or at is None:
             continue
-        w = res["outputs"][0][-1].to(torch.float64)
+        w = res["outputs"][0][at].to(torch.float64)
         if w.dim() < 2:
             continue
         one = torch.ones((), dtype=torch.float64)
@@ -266,7 +268,7 @@ def evidence(problem, ctx) -> list[str]:
     """What the results show, in words, for the learner to start from when no mistake is named."""
     lines = []
     bad, good = _kinds(ctx)
-    words = KIND_WORDS.get(problem.masking, {})
+    words = KIND_WORDS.get(problem.mask_role, {})
     if bad and good and all(k in words for k in bad | good):
         lines.append(f"only calls with {', '.join(words[k] for k in sorted(bad))} go wrong; calls with "
                      f"{', '.join(words[k] for k in sorted(good))} are right")
@@ -277,9 +279,10 @@ def evidence(problem, ctx) -> list[str]:
     for case in ctx.of("base"):
         res = _ok(ctx, case)
         ref = ctx.ref.get(case.key)
-        if res is None or ref is None:
+        at = problem.weights_index
+        if res is None or ref is None or at is None:
             continue
-        w, e = res["outputs"][0][-1], ref["outputs"][0][-1]
+        w, e = res["outputs"][0][at], ref["outputs"][0][at]
         if w.shape != e.shape:
             swapped = w.shape[:-2] + w.shape[-2:][::-1] == e.shape
             lines.append(f"the weights come back as {tuple(w.shape)} where {tuple(e.shape)} is expected"

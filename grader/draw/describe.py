@@ -9,7 +9,7 @@ from ..model.spec import Problem
 def call_text(problem: Problem, case) -> str:
     call = case.call
     forward = problem.methods[-1]
-    parts = [f"{n}={_value(a, dims)}" for (n, dims), a in zip(forward.args, call.get("args", []))]
+    parts = [f"{arg.name}={_value(a, arg.doc)}" for arg, a in zip(forward.args, call.get("args", []))]
     where = "" if call.get("device", "cpu") == "cpu" else f" on {call['device']}"
     if not problem.is_module:
         return f"{problem.symbol}({', '.join(parts)}){where}"
@@ -25,6 +25,9 @@ def ctor_text(problem: Problem, ctor: dict) -> str:
 def _value(a, dims: str = "") -> str:
     if a is None:
         return "None"
+    if isinstance(a, (tuple, list)):  # a cache: "(k, v), each (B, Hkv, P, d)" names each part's dims
+        each = dims.split("each ", 1)[1] if "each " in dims else ""
+        return "(" + ", ".join(_value(t, each) for t in a) + ")"
     if not isinstance(a, torch.Tensor):
         return repr(a)
     if a.is_floating_point():

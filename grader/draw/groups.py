@@ -7,7 +7,7 @@ from .scenarios import Case, base_call, cast, draw_configs, generator, lens_to_m
 from ..model.spec import SCORE_BOUND, Problem
 
 
-def _cases(problem: Problem, seed: int):
+def each_case(problem: Problem, seed: int):
     """(variant index, variant, config index, fitted config, generator factory) for every pair."""
     configs = draw_configs(seed)
     for vi, variant in enumerate(problem.variants):
@@ -16,15 +16,15 @@ def _cases(problem: Problem, seed: int):
             yield vi, variant, ci, cfg, (lambda *p, vi=vi, ci=ci: generator(seed, problem.id, vi, ci, *p))
 
 
-def _key(group, vi, ci, *rest):
+def case_key(group, vi, ci, *rest):
     return "/".join(map(str, (group, f"v{vi}", f"c{ci}", *rest)))
 
 
 def group_ctor(problem, seed):
     cases = []
-    for vi, variant, ci, cfg, gen in _cases(problem, seed):
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
         call = {"ctor": problem.ctor_call(cfg, variant), "construct": True}
-        cases.append(Case(_key("ctor", vi, ci), "ctor", variant, cfg, call))
+        cases.append(Case(case_key("ctor", vi, ci), "ctor", variant, cfg, call))
     for i, (kwargs, why, words) in enumerate(problem.ctor_errors):
         items = list(kwargs.items())
         ctor = {"args": [v for _, v in items[: problem.ctor_required]], "kwargs": dict(items[problem.ctor_required :])}
@@ -34,22 +34,24 @@ def group_ctor(problem, seed):
 
 
 def with_args(problem, call: dict, overrides: dict) -> dict:
-    """The call with some arguments replaced, by name."""
+    """The call with some arguments replaced, by name (arguments it left to their defaults are spelled out first)."""
     args = list(call["args"])
     for name, value in overrides.items():
-        args[problem.arg_names.index(name)] = value
+        at = problem.arg_names.index(name)
+        args += [problem.call_defaults[n] for n in problem.arg_names[len(args):at + 1]]
+        args[at] = value
     return dict(call, args=args)
 
 
 def group_call_errors(problem, seed):
     """Function problems: calls with an invalid argument (config 0), which must raise ValueError."""
     cases = []
-    for vi, variant, ci, cfg, gen in _cases(problem, seed):
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
             continue
         call = base_call(problem, cfg, variant, gen("err"), make_mask(problem, "batch", cfg, gen("err", "lens")))
         for i, (overrides, why, words) in enumerate(problem.call_errors(cfg)):
-            cases.append(Case(_key("call_error", vi, ci, i), "ctor_error", variant, cfg, with_args(problem, call, overrides),
+            cases.append(Case(case_key("call_error", vi, ci, i), "ctor_error", variant, cfg, with_args(problem, call, overrides),
                               reference=False, meta={"why": why, "words": words}))
     return cases
 
@@ -58,14 +60,14 @@ def group_memory(problem, seed):
     """Configs 0 and 3, fitted by the spec's memory_fit, with its memory settings; each call's forward
     records its largest allocation."""
     cases = []
-    for vi, variant, ci, cfg, gen in _cases(problem, seed):
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci not in (0, 3):
             continue
         cfg = problem.memory_fit(cfg)
         call = base_call(problem, cfg, variant, gen("memory"), make_mask(problem, "query", cfg, gen("memory", "lens")))
         for i, (overrides, allowed) in enumerate(problem.memory(cfg, call["args"])):
             measured = dict(with_args(problem, call, overrides), measure=True)
-            cases.append(Case(_key("memory", vi, ci, i), "memory", variant, cfg, measured,
+            cases.append(Case(case_key("memory", vi, ci, i), "memory", variant, cfg, measured,
                               lens=_kind(problem, "query"), meta={"allowed": allowed}))
     backstop = problem.memory_backstop
     if backstop:
@@ -86,15 +88,15 @@ def group_base(problem, seed):
     """Every variant, config and masking kind, float64, eval(); on config 0, also every valid
     score far below 0 (about NEGATIVE) next to masked keys, where the spec can arrange it."""
     cases = [
-        Case(_key("base", vi, ci, kind), "base", variant, cfg,
+        Case(case_key("base", vi, ci, kind), "base", variant, cfg,
              base_call(problem, cfg, variant, gen(), make_mask(problem, kind, cfg, gen("lens", kind))), lens=kind)
-        for vi, variant, ci, cfg, gen in _cases(problem, seed) for kind in mask_kinds(problem, cfg)
+        for vi, variant, ci, cfg, gen in each_case(problem, seed) for kind in mask_kinds(problem, cfg)
     ]
-    for vi, variant, ci, cfg, gen in _cases(problem, seed):
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
         for bi, overrides in enumerate(problem.blocks(cfg)):
             kind = _kind(problem, "query")
             call = base_call(problem, cfg, variant, gen("block", bi), make_mask(problem, kind, cfg, gen("block", bi, "lens")))
-            cases.append(Case(_key("base", vi, ci, f"block{bi}"), "base", variant, cfg, with_args(problem, call, overrides), lens=kind))
+            cases.append(Case(case_key("base", vi, ci, f"block{bi}"), "base", variant, cfg, with_args(problem, call, overrides), lens=kind))
     return cases + _negative(problem, seed, "base", NEGATIVE, "float64")
 
 
@@ -109,51 +111,51 @@ def _negative(problem, seed, group, to, dtype):
     if problem.negative is None:
         return []
     cases = []
-    for vi, variant, ci, cfg, gen in _cases(problem, seed):
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
             continue
         call = base_call(problem, cfg, variant, gen(group, "neg"), make_mask(problem, "query", cfg, gen(group, "nlens"), low=1))
         problem.negative(call["args"], call["state"], {**cfg, **variant}, to)
-        cases.append(Case(_key(group, vi, ci, "negative"), group, variant, cfg, cast(call, dtype), lens=_kind(problem, "query")))
+        cases.append(Case(case_key(group, vi, ci, "negative"), group, variant, cfg, cast(call, dtype), lens=_kind(problem, "query")))
     return cases
 
 
 def group_float32(problem, seed):
     return [
-        Case(_key("f32", vi, ci), "f32", variant, cfg,
+        Case(case_key("f32", vi, ci), "f32", variant, cfg,
              base_call(problem, cfg, variant, gen(), make_mask(problem, "query", cfg, gen("lens", "query")),
                        dtype="float32"), lens=_kind(problem, "query"))
-        for vi, variant, ci, cfg, gen in _cases(problem, seed)
+        for vi, variant, ci, cfg, gen in each_case(problem, seed)
     ]
 
 
 def group_grad(problem, seed):
     """Gradients on configs 0 and 3, with every query seeing at least one key."""
     return [
-        Case(_key("grad", vi, ci, kind), "grad", variant, cfg,
+        Case(case_key("grad", vi, ci, kind), "grad", variant, cfg,
              base_call(problem, cfg, variant, gen("grad"), make_mask(problem, kind, cfg, gen("glens", kind), low=1),
                        grad=True), lens=kind)
-        for vi, variant, ci, cfg, gen in _cases(problem, seed) if ci in (0, 3)
+        for vi, variant, ci, cfg, gen in each_case(problem, seed) if ci in (0, 3)
         for kind in dict.fromkeys(_kind(problem, k) for k in ("batch", "query"))
     ]
 
 
 def _kind(problem, kind: str) -> str:
     """`kind` where the problem has a masking argument, else "none"."""
-    return "none" if problem.masking == "none" else kind
+    return "none" if problem.mask_role is None else kind
 
 
 def group_masking(problem, seed):
     """Config 0: original, tail keys/values made huge, lens per query, keys permuted within lens.
     A mask problem gets the same lengths as a key padding mask, and (B, Tq)-shaped ones expanded."""
     cases = []
-    for vi, variant, ci, cfg, gen in _cases(problem, seed):
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
             continue
         g = gen("mask")
         lens = make_lens("batch", cfg, g, low=1)
         per_query = lens[:, None].expand(cfg["B"], cfg["Tq"]).clone()
-        if problem.masking == "mask":
+        if problem.mask_role == "mask":
             arg, per_query = lens_to_mask(problem, cfg, lens), lens_to_mask(problem, cfg, per_query)
             per_query = per_query.expand(per_query.shape[:-2] + (cfg["Tq"], cfg["Tk"])).clone()
         else:
@@ -166,12 +168,13 @@ def group_masking(problem, seed):
         ])  # (B, Tk): a permutation of the valid prefix of each row
         noise = lambda t, scale: scale * torch.randn(t.shape, generator=g, dtype=torch.float64)  # noqa: E731
         loud, permuted = list(orig["args"]), list(orig["args"])
-        if problem.arg_names[0] == "scores":  # scores at masked positions become large, within the contract's bound
-            where = spread(beyond, loud[0].dim() - 1)
-            loud[0] = torch.where(where, noise(loud[0], 1e4).clamp(-1e4, 1e4), loud[0])
-            permuted[0] = torch.gather(orig["args"][0], -1, spread(perm, loud[0].dim() - 1).expand_as(loud[0]))
-        else:  # keys beyond valid_len become large (x100), values huge (x1e4); key/value pairs permuted together
-            for i, scale in ((1, 1e2), (2, 1e4)):
+        for i in problem.arg_index("scores"):  # scores at masked positions become large, within the contract's bound
+            where = spread(beyond, loud[i].dim() - 1)
+            loud[i] = torch.where(where, noise(loud[i], 1e4).clamp(-1e4, 1e4), loud[i])
+            permuted[i] = torch.gather(orig["args"][i], -1, spread(perm, loud[i].dim() - 1).expand_as(loud[i]))
+        # keys beyond valid_len become large (x100), values huge (x1e4); key/value pairs permuted together
+        for role, scale in (("key", 1e2), ("value", 1e4)):
+            for i in problem.arg_index(role):
                 x = orig["args"][i]
                 loud[i] = torch.where(spread(beyond, x.dim() - 2, 1), noise(x, scale), x)
                 permuted[i] = torch.gather(x, -2, spread(perm, x.dim() - 2, 1).expand_as(x))
@@ -182,7 +185,7 @@ def group_masking(problem, seed):
             "permuted": dict(orig, args=permuted),
         }
         for name, call in variants.items():
-            cases.append(Case(_key("mask", vi, ci, name), "mask", variant, cfg, call, lens="batch", meta={"perm": perm}))
+            cases.append(Case(case_key("mask", vi, ci, name), "mask", variant, cfg, call, lens="batch", meta={"perm": perm}))
     return cases
 
 
@@ -190,12 +193,12 @@ def group_stability(problem, seed):
     """float32 with scores of magnitude ~1e4, and (where the spec can arrange it) with every valid
     score near -1e4 next to masked keys."""
     cases = _negative(problem, seed, "stable", -0.999 * SCORE_BOUND, "float32")
-    for vi, variant, ci, cfg, gen in _cases(problem, seed):
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
             continue
         call = base_call(problem, cfg, variant, gen("stable"), make_mask(problem, "query", cfg, gen("slens")))
         problem.amplify(call["args"], call["state"], {**cfg, **variant})
-        cases.append(Case(_key("stable", vi, ci), "stable", variant, cfg, cast(call, "float32"), lens=_kind(problem, "query")))
+        cases.append(Case(case_key("stable", vi, ci), "stable", variant, cfg, cast(call, "float32"), lens=_kind(problem, "query")))
     return cases
 
 
@@ -215,7 +218,7 @@ def group_dropout(problem, seed):
         cfg = problem.fit(dict(DROPOUT_DIMS), variant)
         gen = lambda *p, vi=vi: generator(seed, problem.id, vi, "dropout", *p)  # noqa: E731
         call = base_call(problem, cfg, variant, gen(), make_mask(problem, "batch", cfg, gen("lens"), low=1))
-        key = lambda *rest, vi=vi: _key("dropout", vi, "d", *rest)  # noqa: E731
+        key = lambda *rest, vi=vi: case_key("dropout", vi, "d", *rest)  # noqa: E731
         eval_call = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=0.5), repeat=2)
         cases.append(Case(key("eval"), "dropout", variant, cfg, eval_call, lens="batch"))
         for i, (p, s) in enumerate(DROPOUT_P):
@@ -228,12 +231,12 @@ def group_dropout(problem, seed):
 
 def group_cuda(problem, seed, dtypes=("float64", "float32"), group="cuda"):
     cases = []
-    for vi, variant, ci, cfg, gen in _cases(problem, seed):
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
             continue
         call = base_call(problem, cfg, variant, gen(group), make_mask(problem, "query", cfg, gen(group, "lens")))
         for dt in dtypes:
-            cases.append(Case(_key(group, vi, ci, dt), group, variant, cfg, dict(cast(call, dt), device="cuda"),
+            cases.append(Case(case_key(group, vi, ci, dt), group, variant, cfg, dict(cast(call, dt), device="cuda"),
                               lens=_kind(problem, "query")))
     return cases
 
@@ -250,10 +253,13 @@ GROUPS = {
 
 
 def build(problem: Problem, groups, seed: int) -> dict[str, Case]:
-    """All cases of the named groups, keyed by case key (each key unique)."""
+    """All cases of the groups, {name: builder} or names of this module's GROUPS, keyed by case key (each key
+    unique)."""
+    if not isinstance(groups, dict):
+        groups = {name: GROUPS[name] for name in groups}
     cases = {}
-    for name in groups:
-        for case in GROUPS[name](problem, seed):
+    for builder in groups.values():
+        for case in builder(problem, seed):
             case.call["key"] = case.key
             case.call.setdefault("n_out", len(problem.outputs))
             case.call.setdefault("names", list(problem.outputs))

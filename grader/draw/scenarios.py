@@ -76,6 +76,14 @@ def output_shapes(problem: Problem, cfg: dict) -> list[tuple]:
     return [tuple(cfg[d] for d in dim_names(dims, cfg)) for dims in problem.dims]
 
 
+def score_shape(problem: Problem, cfg: dict) -> tuple:
+    """The shape of the call's score matrix (..., Tq, Tk): the weights' shape where the problem returns them,
+    else its first output's rows with Tk keys."""
+    shapes = output_shapes(problem, cfg)
+    at = problem.weights_index
+    return shapes[at] if at is not None else shapes[0][:-1] + (cfg["Tk"],)
+
+
 def spread(t: torch.Tensor, n_lead: int, n_after: int = 0) -> torch.Tensor:
     """A per-batch (B, X) tensor laid out against a tensor with `n_lead` leading dims (batch first),
     then X, then `n_after` dims: (B, 1, ..., X, 1, ...); with no leading dims (B = 1): (X, 1, ...)."""
@@ -84,15 +92,22 @@ def spread(t: torch.Tensor, n_lead: int, n_after: int = 0) -> torch.Tensor:
     return t.reshape(t.shape[0], *[1] * (n_lead - 1), -1, *[1] * n_after)
 
 
+def causal_mask(Tq: int, Tk: int) -> torch.Tensor:
+    """(Tq, Tk) boolean, True = attend: key j for query i when j <= i + (Tk - Tq) (aligned bottom right)."""
+    return torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq)
+
+
 def lens_to_mask(problem: Problem, cfg: dict, lens) -> torch.Tensor:
     """valid_lens (B,) or (B, Tq) as the boolean mask they mean, laid out against the weights."""
     per_query = lens[:, None] if lens.dim() == 1 else lens
     mask = torch.arange(cfg["Tk"]) < per_query[..., None]  # (B, 1 or Tq, Tk)
-    n_lead = len(output_shapes(problem, cfg)[-1]) - 2
+    n_lead = len(score_shape(problem, cfg)) - 2
     return mask[0] if n_lead == 0 else mask.reshape(mask.shape[0], *[1] * (n_lead - 1), *mask.shape[1:])
 
 
 MASK_KINDS = ("none", "batch", "query", "random", "causal", "keys", "inner", "inner1")
+CAUSAL_KINDS = ("none", "causal")
+"""A causal flag is False (none) or True (causal)."""
 
 
 def make_mask(problem: Problem, kind: str, cfg: dict, gen: torch.Generator, low: int = 0):
@@ -102,15 +117,17 @@ def make_mask(problem: Problem, kind: str, cfg: dict, gen: torch.Generator, low:
     the full shape; with low=0 one row has no allowed key), a causal (Tq, Tk) mask, one (Tk,)
     row for every query (keys), or a draw shared by the batch (inner: the weights' shape
     without its first dim, e.g. (H, Tq, Tk); inner1: the same with a leading 1)."""
-    if kind == "none" or problem.masking == "none":
+    if problem.mask_role == "causal":
+        return kind == "causal"
+    if kind == "none" or problem.mask_role is None:
         return None
-    if problem.masking == "lens":
+    if problem.mask_role == "lengths":
         return make_lens(kind, cfg, gen, low)
     if kind in ("batch", "query"):
         return lens_to_mask(problem, cfg, make_lens(kind, cfg, gen, low))
-    shape = output_shapes(problem, cfg)[-1]
+    shape = score_shape(problem, cfg)
     if kind == "causal":
-        return torch.ones(cfg["Tq"], cfg["Tk"], dtype=torch.bool).tril(cfg["Tk"] - cfg["Tq"])
+        return causal_mask(cfg["Tq"], cfg["Tk"])
     shape = {"keys": shape[-1:], "inner": shape[1:] if len(shape) > 2 else shape,
              "inner1": (1, *shape[1:])}.get(kind, shape)
     if kind == "keys":  # one row for every query: no empty row unless every row is empty
@@ -126,8 +143,8 @@ def make_mask(problem: Problem, kind: str, cfg: dict, gen: torch.Generator, low:
 
 def mask_kinds(problem: Problem, cfg: dict | None = None) -> tuple[str, ...]:
     """The masking kinds a call of `cfg` can take (inner1 needs room for its extra leading dim)."""
-    kinds = {"lens": LENS_KINDS, "mask": MASK_KINDS, "none": ("none",)}[problem.masking]
-    if cfg is not None and problem.masking == "mask" and len(output_shapes(problem, cfg)[-1]) < 3:
+    kinds = {"lengths": LENS_KINDS, "mask": MASK_KINDS, "causal": CAUSAL_KINDS, None: ("none",)}[problem.mask_role]
+    if cfg is not None and problem.mask_role == "mask" and len(score_shape(problem, cfg)) < 3:
         kinds = tuple(k for k in kinds if k != "inner1")
     return kinds
 
@@ -141,8 +158,11 @@ def make_state(problem: Problem, cfg: dict, gen: torch.Generator) -> dict:
 
 
 def base_call(problem, cfg, variant, gen, lens, *, dtype="float64", grad=False) -> dict:
-    """The call with the problem's inputs, its masking argument `lens` (valid_lens or mask) and trailing args."""
-    args = problem.inputs(cfg, gen) + ([] if problem.masking == "none" else [lens]) + list(problem.trailing(cfg))
+    """The call with the problem's inputs, its masking argument `lens` (valid_lens, mask or causal flag) and
+    trailing args."""
+    args = problem.inputs(cfg, gen) + ([] if problem.mask_role is None else [lens]) + list(problem.trailing(cfg))
+    if problem.mask_role == "causal" and lens is False and len(args) == problem.mask_index + 1:
+        args = args[:-1]  # is_causal left to its default (False), so that the default is tested too
     call = {
         "ctor": problem.ctor_call(cfg, variant) if problem.is_module else None,
         "state": make_state(problem, {**cfg, **variant}, gen) if problem.is_module else None,
@@ -156,17 +176,35 @@ def base_call(problem, cfg, variant, gen, lens, *, dtype="float64", grad=False) 
         "n_out": len(problem.outputs),
         "arrays": problem.arrays,
         "banned": list(problem.banned),
+        # a problem that returns gradients computes them by hand: automatic differentiation is refused
+        "no_autograd": all(out.role == "gradient" for out in problem.returns),
+        "structure": output_structure(problem),
     }
     if grad:
-        call["grad_out"] = [torch.randn(*s, generator=gen, dtype=torch.float64) for s in output_shapes(problem, cfg)]
+        call["grad_out"] = [None if out.role == "lse" else torch.randn(*s, generator=gen, dtype=torch.float64)
+                            for out, s in zip(problem.returns, output_shapes(problem, cfg))]  # lse need not be differentiable
     return cast(call, dtype)
 
 
+def output_structure(problem: Problem) -> list[int] | None:
+    """The outputs' nesting as group sizes: consecutive outputs with role "cache" form one tuple, (k, v).
+    None when every output stands alone."""
+    sizes: list[int] = []
+    for i, out in enumerate(problem.returns):
+        if out.role == "cache" and i and problem.returns[i - 1].role == "cache":
+            sizes[-1] += 1
+        else:
+            sizes.append(1)
+    return sizes if any(s > 1 for s in sizes) else None
+
+
 def cast(call: dict, dtype: str) -> dict:
-    """The same call with every floating tensor (inputs, weights) rounded to `dtype`."""
+    """The same call with every floating tensor (inputs, weights, a cache's) rounded to `dtype`."""
     dt = getattr(torch, dtype)
 
     def conv(x):
+        if isinstance(x, tuple):
+            return tuple(conv(t) for t in x)
         return x.to(dt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
 
     out = dict(call, dtype=dtype, args=[conv(a) for a in call.get("args", [])])

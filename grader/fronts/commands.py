@@ -207,7 +207,7 @@ def _mutants(args) -> int:
         for key in r["survivors"]:
             print(f"  survived: {key}")
         for key in r["stale"]:
-            print(f"  listed as equivalent but no longer a mutant: {key}")
+            print(f"  listed as equivalent, but killed or no longer a mutant: {key}")
     print(f"{sum(r['mutants'] for r in results.values())} mutants in {time.monotonic() - start:.0f} s")
     if out:
         from ..files import atomic_write

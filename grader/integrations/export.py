@@ -32,7 +32,7 @@ CASES = {cases!r}
 def test_shapes_and_weight_sums(case):
     target = getattr(importlib.import_module(f"{package}.{{case['module']}}"), case["symbol"])
     problems = fixed_example_problems(target, case["ctor"], case["inputs"], case["outputs"], case["mask"],
-                                      case["trailing"], case["numpy"])
+                                      case["trailing"], case["numpy"], case["weights_at"])
     assert not problems, "; ".join(problems)
 '''
 

@@ -154,13 +154,13 @@ def show_weights(pid: str):
     target = _shell().user_ns.get(problem.symbol)
     panels = []
     try:
-        panels.append(("your weights", run(problem, target, variant)[-1]))
+        panels.append(("your weights", run(problem, target, variant)[problem.weights_index]))
     except Exception as exc:  # noqa: BLE001
         print(f"your {problem.symbol} raised {type(exc).__name__}: {exc}")
         return None
     passed = report(pid).problems[0].status == "passed"
     if passed:
-        panels.append(("reference", run(problem, reference(problem), variant)[-1]))
+        panels.append(("reference", run(problem, reference(problem), variant)[problem.weights_index]))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.2), squeeze=False)
     for ax, (title, w) in zip(axes[0], panels):
         m = w.detach().to(torch.float64)

@@ -159,8 +159,9 @@ def _build(problem, kind: str, solution: str | None) -> nbformat.NotebookNode:
     else:
         add("md", _say("full"))
         add("code", f'from attnkit.integrations.notebook import grade_here\n\ngrade_here("{pid}")')
-    add("md", _say("weights"), _meta(f"weights_md_{pid}"))
-    add("code", f'from attnkit.integrations.notebook import show_weights\n\nshow_weights("{pid}")', _meta(f"weights_{pid}"))
+    if problem.weights_index is not None:  # a heatmap of the weights, where the problem returns them
+        add("md", _say("weights"), _meta(f"weights_md_{pid}"))
+        add("code", f'from attnkit.integrations.notebook import show_weights\n\nshow_weights("{pid}")', _meta(f"weights_{pid}"))
     nb.cells = cells
     return nb
 

@@ -20,18 +20,28 @@ def cases(problem) -> list[dict]:
         cfg = problem.fit(dict(FIXED), variant)
         ctor = problem.ctor_call(cfg, variant) if problem.is_module else None
         lens = torch.tensor([cfg["Tk"], 2])
-        mask = {"lens": lens.tolist(), "none": None}.get(problem.masking)
-        if problem.masking == "mask":
+        mask = {"lengths": lens.tolist(), "causal": True}.get(problem.mask_role)
+        if problem.mask_role == "mask":
             mask = lens_to_mask(problem, cfg, lens).tolist()
         out.append({
             "id": problem.id + "".join(f"-{v}" for v in variant.values()),
             "module": problem.id, "symbol": problem.symbol,
             "ctor": None if ctor is None else (ctor["args"], ctor["kwargs"]),
-            "inputs": [tuple(t.shape) for t in problem.inputs(cfg, torch.Generator().manual_seed(0))],
+            "inputs": [_shape(t) for t in problem.inputs(cfg, torch.Generator().manual_seed(0))],
+            "weights_at": problem.weights_index,
             "outputs": output_shapes(problem, cfg),
             "mask": mask, "trailing": list(problem.trailing(cfg)), "numpy": problem.arrays == "numpy",
         })
     return out
+
+
+def _shape(t):
+    """How the fixed example describes one input (judge/public_checks.py's _input reads it)."""
+    if t is None:
+        return {"none": True}
+    if isinstance(t, tuple):
+        return {"tuple": [tuple(x.shape) for x in t]}
+    return tuple(t.shape) if t.is_floating_point() else {"values": t.tolist()}
 
 
 def quick_checks(problem, target) -> list[tuple[str, str | None]]:
@@ -41,7 +51,7 @@ def quick_checks(problem, target) -> list[tuple[str, str | None]]:
         what = f"shapes and weight sums on the fixed example ({case['id']})"
         try:
             found = fixed_example_problems(target, case["ctor"], case["inputs"], case["outputs"], case["mask"],
-                                           case["trailing"], case["numpy"])
+                                           case["trailing"], case["numpy"], case["weights_at"])
         except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
             found = [f"{type(exc).__name__}: {exc}"]
         results.append((what, "; ".join(found) or None))

@@ -7,7 +7,7 @@ import torch
 
 from .compare import mismatch
 from ..draw.describe import call_text, error_text
-from ..draw.scenarios import lens_to_mask, output_shapes
+from ..draw.scenarios import causal_mask, lens_to_mask, output_shapes, score_shape
 
 
 class Failed(Exception):
@@ -68,29 +68,34 @@ class Context:
 
 
 def valid_mask(problem, case) -> torch.Tensor:
-    """Boolean, broadcastable to the weights: which key each query may attend in this call."""
-    shape = output_shapes(problem, case.cfg)[-1]
-    arg = None if problem.mask_index is None else case.call["args"][problem.mask_index]
-    if arg is None:
+    """Boolean, of the score matrix's shape (..., Tq, Tk): which key each query may attend in this call."""
+    shape = score_shape(problem, case.cfg)
+    args, at = case.call["args"], problem.mask_index
+    arg = None if at is None else args[at] if at < len(args) else problem.call_defaults.get(problem.arg_names[at])
+    if arg is None or arg is False:
         return torch.ones(shape, dtype=torch.bool)
-    return (arg if problem.masking == "mask" else lens_to_mask(problem, case.cfg, arg)).expand(shape)
+    if problem.mask_role == "causal":
+        return causal_mask(shape[-2], shape[-1]).expand(shape)
+    return (arg if problem.mask_role == "mask" else lens_to_mask(problem, case.cfg, arg)).expand(shape)
 
 
-STAGE_HINTS = (  # (first stage: the weights, which come last; then the other outputs)
+STAGE_HINTS = (  # (first stage: the weights; then the other outputs)
     "The weights already differ: look at the scores, the mask and the softmax first.",
     "The weights match but the output does not: look at what the weights multiply and what follows.",
 )
 
 
 def compare_all(ctx, case, got, expected, tol):
-    """Fail on the first stage that diverges: the weights (scores, mask, softmax) before the output."""
-    names = ctx.problem.outputs
-    last = len(names) - 1
-    for i in [last, *range(last)]:
+    """Fail on the first stage that diverges: the weights (scores, mask, softmax), where the problem returns
+    them, before the other outputs, in order."""
+    names, w = ctx.problem.outputs, ctx.problem.weights_index
+    order = ([w] if w is not None else []) + [i for i in range(len(names)) if i != w]
+    for i in order:
         bad = mismatch(names[i], got[i], expected[i], tol)
         if bad:
-            shape = error_shape(ctx.problem, case, got[i], expected[i], tol) if i == last else ""
-            ctx.fail(case, bad + (f"\n{STAGE_HINTS[i != last]}" if len(names) > 1 else "") + shape)
+            shape = error_shape(ctx.problem, case, got[i], expected[i], tol) if i == w else ""
+            hint = f"\n{STAGE_HINTS[i != w]}" if w is not None and len(names) > 1 else ""
+            ctx.fail(case, bad + hint + shape)
 
 
 def error_shape(problem, case, got, expected, tol) -> str:

@@ -4,29 +4,50 @@ import torch
 
 
 def call_fixed(target, ctor, input_shapes, mask, trailing=(), numpy=False):
-    """Build (if ctor) and call target on seeded float64 inputs, then `mask` (valid_lens as a list of
-    ints, a boolean mask as nested lists, or None for no masking argument) and `trailing`; its outputs."""
+    """Build (if ctor) and call target on seeded float64 inputs (a shape each, or {"values": integers} for an
+    integer input such as positions), then `mask` (valid_lens as a list of ints, a boolean mask as nested lists,
+    a causal flag as a bool, or None for no masking argument) and `trailing`; its outputs."""
     torch.manual_seed(0)
     if ctor is not None:
         target = target(*ctor[0], **ctor[1]).double().eval()
-    inputs = [torch.randn(*shape, dtype=torch.float64) for shape in input_shapes]
+    inputs = [_input(s) for s in input_shapes]
     if numpy:
         inputs = [x.numpy() for x in inputs]
-    extra = [] if mask is None else [torch.tensor(mask)]
+    extra = [] if mask is None else [mask] if isinstance(mask, bool) else [torch.tensor(mask)]
     with torch.no_grad():
         out = target(*inputs, *extra, *trailing)
-    return [torch.as_tensor(o) for o in (out if isinstance(out, (tuple, list)) else [out])]
+    return [torch.as_tensor(o) for o in _flat(out if isinstance(out, (tuple, list)) else [out])]
 
 
-def fixed_example_problems(target, ctor, input_shapes, output_shapes, mask, trailing=(), numpy=False):
-    """Call target on the fixed example; the list of what is wrong with the shapes and the weights."""
+def _input(spec):
+    """A shape -> seeded float64 values; {"values": integers} -> those; {"none": True} -> None;
+    {"tuple": [shape, ...]} -> a tuple of seeded float64 tensors (a cache)."""
+    if isinstance(spec, dict):
+        if spec.get("none"):
+            return None
+        if "tuple" in spec:
+            return tuple(torch.randn(*s, dtype=torch.float64) for s in spec["tuple"])
+        return torch.tensor(spec["values"])
+    return torch.randn(*spec, dtype=torch.float64)
+
+
+def _flat(out):
+    """Outputs with a nested tuple (output, (k, v)) spread out."""
+    return [t for o in out for t in (o if isinstance(o, (tuple, list)) else (o,))]
+
+
+def fixed_example_problems(target, ctor, input_shapes, output_shapes, mask, trailing=(), numpy=False, weights_at=-1):
+    """Call target on the fixed example; the list of what is wrong with the shapes and (where the outputs
+    hold weights, at `weights_at`; None: they do not) the weights."""
     out = call_fixed(target, ctor, input_shapes, mask, trailing, numpy)
     got = [tuple(o.shape) for o in out]
     if got != [tuple(s) for s in output_shapes]:
         return [f"output shapes {got}, expected {[tuple(s) for s in output_shapes]}"]
-    weights = out[-1]
+    if weights_at is None:
+        return [] if all(torch.isfinite(o).all() for o in out if o.is_floating_point()) else ["an output has NaN or inf"]
+    weights = out[weights_at]
     keep = torch.ones(weights.shape, dtype=torch.bool)
-    if mask is not None:
+    if mask is not None and not isinstance(mask, bool):
         m = torch.tensor(mask)
         keep = m if m.dtype == torch.bool else torch.arange(weights.shape[-1]) < m.view(-1, *[1] * (weights.dim() - 1))
     keep = keep.expand_as(weights)

@@ -1,8 +1,10 @@
 """The shape of one problem's spec: everything else is generated from it or checked against it."""
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 DIMS = {
     "B": "batch size",
@@ -15,7 +17,12 @@ DIMS = {
     "h": "attention hidden size",
     "E": "embedding size (= H * d)",
     "d": "feature size per head, or the attention size",
-    "T": "encoder steps",
+    "T": "encoder steps, or positions (rows) of x",
+    "Hq": "number of query heads",
+    "Hkv": "number of key/value heads (Hq % Hkv == 0)",
+    "G": "query heads per key/value head (Hq // Hkv)",
+    "P": "cached positions",
+    "S": "cached and new positions (P + T)",
     "n_s": "decoder state size",
     "n_h": "encoder state size",
     "...": "zero or more leading (batch) dims",
@@ -28,14 +35,70 @@ SCORE_BOUND = 1e4
 LENS_DOC = "None, (B,) or (B, Tq) integer tensor; key j is valid for a query when j < valid_len"
 
 
+ARG_ROLES = {
+    "query": "a tensor whose rows attend (queries)",
+    "key": "a tensor whose rows are attended; axis -2 is the key axis",
+    "value": "a tensor whose rows the weights mix; axis -2 is the key axis",
+    "scores": "attention scores; the last axis is the key axis",
+    "tensor": "any other input tensor (x, grad_output)",
+    "parameter": "a weight passed as an argument",
+    "lengths": "valid_lens: key j is allowed for a query when j < valid_len",
+    "mask": "a boolean mask broadcastable to the weights, True = attend",
+    "causal": "a flag: key j is allowed for query i when j <= i + (Tk - Tq)",
+    "positions": "integer positions of the rows",
+    "cache": "keys and values of earlier positions",
+    "scalar": "a number or a setting",
+    "config": "a constructor argument",
+}
+"""The roles an argument can play: checks find arguments by role, never by name."""
+
+MASK_ROLES = ("lengths", "mask", "causal")
+"""Roles that decide which keys a query may attend (a call has at most one)."""
+
+OUT_ROLES = {
+    "values": "attention output (or any other computed tensor)",
+    "weights": "attention weights: rows over the allowed keys sum to 1, zero elsewhere",
+    "lse": "log-sum-exp of each row's scaled scores over its allowed keys",
+    "gradient": "a gradient of one input",
+    "cache": "keys and values to pass to the next call",
+}
+"""The roles an output can play."""
+
+
+class Arg(NamedTuple):
+    """One documented argument: its name, its dims or description, and its role (ARG_ROLES)."""
+
+    name: str
+    doc: str
+    role: str = "config"
+
+
+class Out(NamedTuple):
+    """One output: its name, its dims ("(B, Tq, dv)", named dims first) and its role (OUT_ROLES)."""
+
+    name: str
+    doc: str
+    role: str = "values"
+
+    @property
+    def dims(self) -> str:
+        """The named dims of the doc's leading parenthesis: "(..., Tq, dv) float" -> "... Tq dv"."""
+        found = re.match(r"\(([^)]*)\)", self.doc)
+        return " ".join(d.strip() for d in found.group(1).split(",") if d.strip()) if found else ""
+
+
 @dataclass(frozen=True)
 class Method:
     """One function or method of a stub: its signature line, statement and documented args."""
 
     signature: str  # e.g. "def forward(self, queries, keys, values, valid_lens=None):"
     statement: str  # the math, in a few lines
-    args: tuple[tuple[str, str], ...] = ()  # (name, dims or description)
-    returns: tuple[tuple[str, str], ...] = ()
+    args: tuple[Arg, ...] = ()  # plain (name, doc) pairs are constructor arguments
+    returns: tuple[Out, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "args", tuple(Arg(*a) for a in self.args))
+        object.__setattr__(self, "returns", tuple(Out(*r) for r in self.returns))
 
 
 @dataclass(frozen=True)
@@ -73,11 +136,8 @@ class Problem:
     ctor_errors: tuple[tuple[dict, str, tuple[str, ...]], ...] = ()
     mistakes: tuple[Mistake, ...] = ()
     requires: tuple[str, ...] = ()  # problems whose module this one imports (their failures explain ours)
-    outputs: tuple[str, ...] = ("weights",)  # names of what the call returns, in order; the weights come last
-    dims: tuple[str, ...] = ("B Tq Tk",)  # each output's named dims (cfg keys); "..." stands for cfg["lead"]
-    masking: str = "lens"  # the argument after the inputs: "lens" (valid_lens), "mask" (bool, True = attend), "none"
     arrays: str = "torch"  # "numpy": the call receives and returns NumPy arrays
-    trailing: Callable = lambda cfg: []  # arguments after the mask (chunked's max_elements)
+    trailing: Callable = lambda cfg: []  # arguments after the inputs and the masking argument (chunked's max_elements)
     oracle: Callable | None = None  # float64 call -> outputs, from a library implementation we did not write
     banned: tuple[str, ...] = ()  # torch functions / aten operators the learner's code may not call
     memory: Callable | None = None  # (cfg, args) -> [({arg: value}, elements allowed)]: calls whose forward is measured
@@ -85,6 +145,8 @@ class Problem:
     # "resident_kb": limit}; its peak resident memory (the kernel's count, which no Python mode can switch off)
     # must grow by less than the limit
     memory_backstop: dict | None = None
+    # {"bound": the bound as a formula, "advice": how to stay within it, "tensor": what a solution must not build}
+    memory_words: dict | None = None
     memory_fit: Callable = lambda cfg: cfg  # dims for the memory calls: large enough that the tensor to avoid exceeds the bound
     # cfg -> ({arg: value}, ...): block settings for extra base calls, so that blocks along every axis a learner
     # may chunk leave a partial last block
@@ -100,14 +162,52 @@ class Problem:
         return self.ctor is not None
 
     @property
+    def args(self) -> tuple[Arg, ...]:
+        """The call's arguments (the function's, or forward's), with their roles."""
+        return self.methods[-1].args
+
+    @property
     def arg_names(self) -> list[str]:
-        return [n for n, _ in self.methods[-1].args]
+        return [a.name for a in self.args]
+
+    def arg_index(self, *roles: str) -> list[int]:
+        """Positions of the call's arguments that play one of `roles`."""
+        return [i for i, a in enumerate(self.args) if a.role in roles]
+
+    @property
+    def mask_role(self) -> str | None:
+        """The role of the argument that decides which keys a query may attend: lengths, mask, causal or None."""
+        found = [self.args[i].role for i in self.arg_index(*MASK_ROLES)]
+        return found[0] if found else None
 
     @property
     def mask_index(self) -> int | None:
-        """Position of valid_lens / mask among the call's arguments (None: the problem has none)."""
-        name = {"lens": "valid_lens", "mask": "mask"}.get(self.masking)
-        return self.arg_names.index(name) if name else None
+        """Position of the masking argument among the call's arguments (None: the problem has none)."""
+        found = self.arg_index(*MASK_ROLES)
+        return found[0] if found else None
+
+    @property
+    def returns(self) -> tuple[Out, ...]:
+        return self.methods[-1].returns
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Names of what the call returns, in order."""
+        return tuple(o.name for o in self.returns)
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        """Each output's named dims (cfg keys); "..." stands for cfg["lead"]."""
+        return tuple(o.dims for o in self.returns)
+
+    def out_index(self, role: str) -> int | None:
+        """Position of the (first) output that plays `role`, or None."""
+        found = [i for i, o in enumerate(self.returns) if o.role == role]
+        return found[0] if found else None
+
+    @property
+    def weights_index(self) -> int | None:
+        return self.out_index("weights")
 
     @property
     def max_points(self) -> int:
@@ -123,12 +223,18 @@ class Problem:
         return {"args": [v for _, v in values[: self.ctor_required]], "kwargs": kwargs}
 
     @property
+    def call_defaults(self) -> dict:
+        """{argument: default} of the call's signature (the function's, or forward's)."""
+        return _defaults(self.methods[-1].signature)
+
+    @property
     def ctor_defaults(self) -> dict:
         """{argument: default} of the constructor's signature (module problems)."""
-        import ast
+        return _defaults(self.methods[0].signature) if self.is_module else {}
 
-        if not self.is_module:
-            return {}
-        fn = ast.parse(self.methods[0].signature.strip() + " pass").body[0]
-        args = fn.args.args[len(fn.args.args) - len(fn.args.defaults):]
-        return {a.arg: ast.literal_eval(d) for a, d in zip(args, fn.args.defaults)}
+
+def _defaults(signature: str) -> dict:
+    """{argument: default} of a signature line ("def f(x, base=10000.0):")."""
+    fn = ast.parse(signature.strip() + " pass").body[0]
+    args = fn.args.args[len(fn.args.args) - len(fn.args.defaults):]
+    return {a.arg: ast.literal_eval(d) for a, d in zip(args, fn.args.defaults)}

@@ -11,10 +11,10 @@ HEADER = '"""{title}: a stub for you to fill in.\n\nGenerated from grader/proble
 def docstring(method: Method, indent: str) -> str:
     lines = [*method.statement.splitlines()]
     if method.args:
-        lines += ["", "Args:"] + [f"    {name}: {what}" for name, what in method.args]
+        lines += ["", "Args:"] + [f"    {a.name}: {a.doc}" for a in method.args]
     if method.returns:
-        lines += ["", "Returns:"] + [f"    {name}: {what}" for name, what in method.returns]
-    dims = [d for d in DIMS if any(_mentions(t, d) for _, t in method.args + method.returns)]
+        lines += ["", "Returns:"] + [f"    {o.name}: {o.doc}" for o in method.returns]
+    dims = [d for d in DIMS if any(_mentions(a.doc, d) for a in method.args + method.returns)]
     if dims:
         lines += ["", "Dims:"] + [f"    {d}: {DIMS[d]}" for d in dims]
     body = "\n".join((indent + line).rstrip() for line in lines)

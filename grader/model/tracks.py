@@ -6,5 +6,6 @@ TRACKS = (
     ("masking", "boolean masks over any leading dims: scaled dot-product attention"),
     ("multi-head", "several scorers over the same values"),
     ("transformer", "Transformer multi-head attention"),
+    ("LLM", "the attention of today's decoders: RoPE, grouped-query heads, tiling, the backward pass, a KV cache"),
     ("memory", "the follow-up question: the same result under a memory bound"),
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import REFERENCE_DIR
 from ..errors import SpecError
-from .spec import Problem
+from .spec import ARG_ROLES, DIMS, MASK_ROLES, OUT_ROLES, Problem
 from .tracks import TRACKS
 
 
@@ -26,6 +26,7 @@ def validate(problem: Problem, module: str, order: tuple[str, ...]) -> None:
     ids = [m.id for m in problem.mistakes]
     if len(set(ids)) != len(ids):
         raise SpecError(f"{where}: field mistakes repeats an id ({sorted(i for i in ids if ids.count(i) > 1)[0]})")
+    _roles(problem, where)
     _translations(problem, where)
     _patches(problem, where)
 
@@ -54,3 +55,29 @@ def _patches(problem: Problem, where: str) -> None:
             if source.count(old) != 1:
                 raise SpecError(f"{where}: mistake {m.id!r}: its patch no longer applies to the reference "
                                 f"({old[:60]!r} occurs {source.count(old)} times in {path.name}, expected once)")
+
+
+def _roles(problem: Problem, where: str) -> None:
+    """The call's arguments and outputs each declare a known role; at most one argument decides masking and at
+    most one output is the weights; every output's dims are named dims."""
+    if problem.arrays not in ("torch", "numpy"):
+        raise SpecError(f"{where}: field arrays is {problem.arrays!r}, not 'torch' or 'numpy'")
+    method = f"methods[{len(problem.methods) - 1}]"
+    for a in problem.args:
+        if a.role not in ARG_ROLES or a.role == "config":
+            raise SpecError(f"{where}: field {method}.args: argument {a.name!r} has role {a.role!r} "
+                            f"(known: {', '.join(r for r in ARG_ROLES if r != 'config')})")
+    if len(problem.arg_index(*MASK_ROLES)) > 1:
+        raise SpecError(f"{where}: field {method}.args: more than one argument with a masking role {MASK_ROLES}")
+    if not problem.returns:
+        raise SpecError(f"{where}: field {method}.returns: the call returns nothing")
+    for o in problem.returns:
+        if o.role not in OUT_ROLES:
+            raise SpecError(f"{where}: field {method}.returns: output {o.name!r} has role {o.role!r} "
+                            f"(known: {', '.join(OUT_ROLES)})")
+        unknown = [d for d in o.dims.split() if d not in DIMS]
+        if not o.dims or unknown:
+            raise SpecError(f"{where}: field {method}.returns: output {o.name!r} needs named dims such as "
+                            f"\"(B, Tq, dv)\" first in its doc" + (f" ({unknown[0]!r} is not one)" if unknown else ""))
+    if [o.role for o in problem.returns].count("weights") > 1:
+        raise SpecError(f"{where}: field {method}.returns: more than one output with role 'weights'")

@@ -1,17 +1,18 @@
 """Pieces shared by the attention-module specs."""
 import torch
 
-from ..model.spec import LENS_DOC, SCORE_BOUND, Mistake
+from ..model.spec import LENS_DOC, SCORE_BOUND, Arg, Mistake, Out
 
 MODULE_IMPORTS = "import torch\nfrom torch import nn\n\nfrom .masked_softmax import masked_softmax\n"
 
 FORWARD_SIGNATURE = "def forward(self, queries, keys, values, valid_lens=None):"
 FORWARD_ARGS = (
-    ("queries", "(B, Tq, dq)"),
-    ("keys", "(B, Tk, dk)"),
-    ("values", "(B, Tk, dv)"),
-    ("valid_lens", LENS_DOC),
+    Arg("queries", "(B, Tq, dq)", "query"),
+    Arg("keys", "(B, Tk, dk)", "key"),
+    Arg("values", "(B, Tk, dv)", "value"),
+    Arg("valid_lens", LENS_DOC, "lengths"),
 )
+OUTPUT_AND_WEIGHTS = (Out("output", "(B, Tq, dv)", "values"), Out("weights", "(B, Tq, Tk)", "weights"))
 WEIGHTS_RULES = (
     "weights = masked_softmax(scores, valid_lens), taken before dropout;\n"
     "output = dropout(weights) @ values. In eval() mode dropout does nothing."
@@ -40,6 +41,8 @@ BANNED = ("scaled_dot_product_attention", "_scaled_dot_product*", "multi_head_at
           "_native_multi_head_attention")
 """What problems 6 and 7 may not call (torch function names; * matches a prefix): F.scaled_dot_product_attention
 and the aten operators behind it, F.multi_head_attention_forward (what nn.MultiheadAttention runs) and its fast path."""
+LLM_BANNED = BANNED + ("flex_attention",)
+"""The LLM track's: problem 6's, and torch.nn.attention.flex_attention."""
 
 MASK_DOC = "None, or bool broadcastable to the weights; True = the key may be attended"
 

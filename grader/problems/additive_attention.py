@@ -1,7 +1,7 @@
 """Spec: additive (Bahdanau) attention."""
 from ..model.spec import Method, Mistake, Problem
 from ._common import (
-    DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, dropout_mistakes,
+    DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, OUTPUT_AND_WEIGHTS, MODULE_IMPORTS, WEIGHTS_RULES, dropout_mistakes,
     qkv_inputs, scale_scorer,
 )
 
@@ -127,7 +127,7 @@ PROBLEM = Problem(
             signature=FORWARD_SIGNATURE,
             statement="scores[b, i, j] = w_v . tanh(W_q q_i + W_k k_j), shape (B, Tq, Tk);\n" + WEIGHTS_RULES,
             args=FORWARD_ARGS,
-            returns=(("output", "(B, Tq, dv)"), ("weights", "(B, Tq, Tk)")),
+            returns=OUTPUT_AND_WEIGHTS,
         ),
     ),
     imports=MODULE_IMPORTS,
@@ -138,8 +138,6 @@ PROBLEM = Problem(
     inputs=qkv_inputs,
     amplify=scale_scorer("w_v.weight"),
     mistakes=MISTAKES,
-    outputs=("output", "weights"),
-    dims=("B Tq dv", "B Tq Tk"),
     track="scoring",
     zh=ZH,
 )

@@ -1,7 +1,8 @@
 """Spec: additive attention under a memory bound (the interviewer's follow-up question)."""
 import torch
 
-from ..model.spec import LENS_DOC, SCORE_BOUND, Method, Mistake, Problem
+from ..model.spec import LENS_DOC, SCORE_BOUND, Arg, Method, Mistake, Problem
+from ._common import FORWARD_ARGS, OUTPUT_AND_WEIGHTS
 
 STEP = "step = max_elements // h  # triples per chunk: a chunk's features are (step, h)"
 CHECK = "if max_elements < h:"
@@ -182,10 +183,10 @@ PROBLEM = Problem(
                 "B*Tq*Tk, B*Tq*dv, B*Tq*h, B*Tk*h. max_elements < h raises ValueError; any larger value must work.\n"
                 "Gradients flow to every input, weights included."
             ),
-            args=(("queries", "(B, Tq, dq)"), ("keys", "(B, Tk, dk)"), ("values", "(B, Tk, dv)"), ("W_q", "(h, dq)"),
-                  ("W_k", "(h, dk)"), ("w_v", "(1, h)"), ("valid_lens", LENS_DOC),
-                  ("max_elements", "the allocation bound, in elements (>= h)")),
-            returns=(("output", "(B, Tq, dv)"), ("weights", "(B, Tq, Tk)")),
+            args=FORWARD_ARGS[:3] + (
+                Arg("W_q", "(h, dq)", "parameter"), Arg("W_k", "(h, dk)", "parameter"), Arg("w_v", "(1, h)", "parameter"),
+                Arg("valid_lens", LENS_DOC, "lengths"), Arg("max_elements", "the allocation bound, in elements (>= h)", "scalar")),
+            returns=OUTPUT_AND_WEIGHTS,
         ),
     ),
     imports="import torch\n\nfrom .masked_softmax import masked_softmax\n",
@@ -194,10 +195,11 @@ PROBLEM = Problem(
     trailing=lambda cfg: [3 * cfg["h"] + 1],
     amplify=_amplify,
     mistakes=MISTAKES,
-    outputs=("output", "weights"),
-    dims=("B Tq dv", "B Tq Tk"),
     memory=_memory,
     memory_fit=_memory_fit,
+    memory_words={"bound": "max(max_elements, S)", "tensor": "the full (B, Tq, Tk, h) tensor",
+                  "advice": "Build the (B, Tq, Tk, h) features a chunk at a time, with chunks of at most max_elements "
+                            "elements"},
     memory_backstop=BACKSTOP,
     blocks=_blocks,
     call_errors=lambda cfg: (({"max_elements": cfg["h"] - 1}, "max_elements < h", ()),),

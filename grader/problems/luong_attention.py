@@ -2,7 +2,7 @@
 from ..model.spec import Method, Mistake, Problem
 from ..model.spec import SCORE_BOUND
 from ._common import (
-    DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS, WEIGHTS_RULES, dropout_mistakes,
+    DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, OUTPUT_AND_WEIGHTS, MODULE_IMPORTS, WEIGHTS_RULES, dropout_mistakes,
     qkv_inputs, scale_scorer,
 )
 
@@ -174,7 +174,7 @@ PROBLEM = Problem(
             signature=FORWARD_SIGNATURE,
             statement="scores (B, Tq, Tk) as chosen by `score`;\n" + WEIGHTS_RULES,
             args=FORWARD_ARGS,
-            returns=(("output", "(B, Tq, dv)"), ("weights", "(B, Tq, Tk)")),
+            returns=OUTPUT_AND_WEIGHTS,
         ),
     ),
     imports=MODULE_IMPORTS,
@@ -193,8 +193,7 @@ PROBLEM = Problem(
         ({"query_dim": 4, "key_dim": 6, "score": "concat", "attn_dim": None}, "concat with attn_dim=None", ()),
         ({"query_dim": 4, "key_dim": 4, "score": "bilinear"}, "an unknown score", MODES),
     ),
-    outputs=("output", "weights"),
-    dims=("B Tq dv", "B Tq Tk"),
     track="scoring",
+    after=("additive_attention",),
     zh=ZH,
 )

@@ -1,7 +1,7 @@
 """Spec: masked softmax."""
 import torch
 
-from ..model.spec import LENS_DOC, SCORE_BOUND, Method, Mistake, Problem
+from ..model.spec import LENS_DOC, SCORE_BOUND, Arg, Method, Mistake, Out, Problem
 
 
 def _inputs(cfg, gen):
@@ -138,8 +138,8 @@ PROBLEM = Problem(
                 "(never NaN, never uniform). Finite for scores of magnitude 1e4 in float32.\n"
                 "Do not modify scores in place; stay differentiable with respect to scores."
             ),
-            args=(("scores", "(B, Tq, Tk) float tensor"), ("valid_lens", LENS_DOC)),
-            returns=(("weights", "(B, Tq, Tk), same dtype and device as scores"),),
+            args=(Arg("scores", "(B, Tq, Tk) float tensor", "scores"), Arg("valid_lens", LENS_DOC, "lengths")),
+            returns=(Out("weights", "(B, Tq, Tk), same dtype and device as scores", "weights"),),
         ),
     ),
     inputs=_inputs,
@@ -147,5 +147,6 @@ PROBLEM = Problem(
     negative=_negative,
     mistakes=MISTAKES,
     track="warm-up",
+    after=("numpy_additive_attention",),
     zh=ZH,
 )

@@ -1,5 +1,5 @@
 """Spec: multi-head additive attention."""
-from ..model.spec import Method, Mistake, Problem
+from ..model.spec import Method, Mistake, Out, Problem
 from ._common import (
     CONCAT_NO_TRANSPOSE_ZH, DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS,
     concat_no_transpose, dropout_mistakes, qkv_inputs, scale_scorer,
@@ -169,7 +169,7 @@ PROBLEM = Problem(
                 "output = W_o(context). The returned weights are per head (not averaged), before dropout."
             ),
             args=FORWARD_ARGS,
-            returns=(("output", "(B, Tq, dv)"), ("weights", "(B, H, Tq, Tk)")),
+            returns=(Out("output", "(B, Tq, dv)", "values"), Out("weights", "(B, H, Tq, Tk)", "weights")),
         ),
     ),
     imports=MODULE_IMPORTS,
@@ -188,8 +188,6 @@ PROBLEM = Problem(
     inputs=qkv_inputs,
     amplify=scale_scorer("w_v"),
     mistakes=MISTAKES,
-    outputs=("output", "weights"),
-    dims=("B Tq dv", "B H Tq Tk"),
     track="multi-head",
     after=('additive_attention',),
     zh=ZH,

@@ -1,7 +1,7 @@
 """Spec: Transformer multi-head attention (batch first)."""
 import torch
 
-from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
+from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
 from ._common import (
     BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, CONCAT_NO_TRANSPOSE_ZH, DROPOUT_MISTAKES_ZH,
     MASK_DOC, SPREAD, aligned, concat_no_transpose, dropout_mistakes,
@@ -216,8 +216,9 @@ PROBLEM = Problem(
                 "batch_first=True) with the same weights and the inverted mask; do not call it (nor\n"
                 "F.scaled_dot_product_attention): the grader intercepts them."
             ),
-            args=(("queries", "(B, Tq, E)"), ("keys", "(B, Tk, E)"), ("values", "(B, Tk, E)"), ("mask", MASK_DOC)),
-            returns=(("output", "(B, Tq, E)"), ("weights", "(B, H, Tq, Tk)")),
+            args=(Arg("queries", "(B, Tq, E)", "query"), Arg("keys", "(B, Tk, E)", "key"),
+                  Arg("values", "(B, Tk, E)", "value"), Arg("mask", MASK_DOC, "mask")),
+            returns=(Out("output", "(B, Tq, E)", "values"), Out("weights", "(B, H, Tq, Tk)", "weights")),
         ),
     ),
     imports="import torch\nfrom torch import nn\n",
@@ -230,9 +231,6 @@ PROBLEM = Problem(
     negative=_negative,
     ctor_errors=(({"embed_dim": 6, "num_heads": 4}, "embed_dim not divisible by num_heads", ()),),
     mistakes=MISTAKES,
-    outputs=("output", "weights"),
-    dims=("B Tq E", "B H Tq Tk"),
-    masking="mask",
     oracle=_oracle,
     banned=BANNED,
     track="transformer",

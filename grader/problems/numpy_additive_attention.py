@@ -1,7 +1,7 @@
 """Spec: one Bahdanau decoder step in NumPy (the warm-up)."""
 import torch
 
-from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
+from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
 
 STABLE = "e = e - e.max()  # exp of the largest score is 1: no overflow"
 MISTAKES = (
@@ -124,8 +124,9 @@ PROBLEM = Problem(
                 "alpha = softmax(e), finite for |e_j| up to 1e4; context = alpha @ h.\n"
                 "Both come back as NumPy arrays of the inputs' dtype (float32 or float64); inputs are not modified."
             ),
-            args=(("s_prev", "(n_s,)"), ("h", "(T, n_h)"), ("W_a", "(d, n_s)"), ("U_a", "(d, n_h)"), ("v_a", "(d,)")),
-            returns=(("context", "(n_h,)"), ("alpha", "(T,)")),
+            args=(Arg("s_prev", "(n_s,)", "query"), Arg("h", "(T, n_h)", "key"), Arg("W_a", "(d, n_s)", "parameter"),
+                  Arg("U_a", "(d, n_h)", "parameter"), Arg("v_a", "(d,)", "parameter")),
+            returns=(Out("context", "(n_h,)", "values"), Out("alpha", "(T,)", "weights")),
         ),
     ),
     imports="import numpy as np\n",
@@ -133,9 +134,6 @@ PROBLEM = Problem(
     inputs=_inputs,
     amplify=_amplify,
     mistakes=MISTAKES,
-    outputs=("context", "alpha"),
-    dims=("n_h", "T"),
-    masking="none",
     arrays="numpy",
     track="warm-up",
     zh=ZH,

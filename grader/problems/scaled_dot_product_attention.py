@@ -1,7 +1,7 @@
 """Spec: scaled dot-product attention with a boolean mask and any leading dims."""
 import torch
 
-from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
+from ..model.spec import SCORE_BOUND, Arg, Method, Out, Mistake, Problem
 from ._common import (
     BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, negative_qk,
     scale_scores,
@@ -154,8 +154,9 @@ PROBLEM = Problem(
                 "4-D inputs). No dropout. Do not call F.scaled_dot_product_attention, F.multi_head_attention_forward\n"
                 "or nn.MultiheadAttention: the grader intercepts them."
             ),
-            args=(("queries", "(..., Tq, d)"), ("keys", "(..., Tk, d)"), ("values", "(..., Tk, dv)"), ("mask", MASK_DOC)),
-            returns=(("output", "(..., Tq, dv)"), ("weights", "(..., Tq, Tk)")),
+            args=(Arg("queries", "(..., Tq, d)", "query"), Arg("keys", "(..., Tk, d)", "key"),
+                  Arg("values", "(..., Tk, dv)", "value"), Arg("mask", MASK_DOC, "mask")),
+            returns=(Out("output", "(..., Tq, dv)", "values"), Out("weights", "(..., Tq, Tk)", "weights")),
         ),
     ),
     variants=({"rank": 3}, {"rank": 2}, {"rank": 4}),
@@ -164,9 +165,6 @@ PROBLEM = Problem(
     amplify=_amplify,
     negative=negative_qk,
     mistakes=MISTAKES,
-    outputs=("output", "weights"),
-    dims=("... Tq dv", "... Tq Tk"),
-    masking="mask",
     oracle=_oracle,
     banned=BANNED,
     track="masking",

@@ -27,8 +27,8 @@ def table(report: Report, width: int = 88, colour: bool = False, checks: bool | 
         lines.append(f"{paint(f'{p.id:<44}', 'bold', colour)}{status}{_pts(p.score, p.max_score):>8}")
         for c in p.checks if checks is True or (checks == "started" and p.status != "not_started") else []:
             pts = "-" if c.status == "skipped" else _pts(c.score, c.max_score)
-            title = f"{c.title[: width - 34]:<{width - 32}}"
-            lines.append(f"  {paint(MARK[c.status], c.status, colour)}  {c.id:<16}{title}{pts:>8}")
+            title = f"{c.title[: width - 35]:<{width - 33}}"
+            lines.append(f"  {paint(MARK[c.status], c.status, colour)}  {c.id:<16} {title}{pts:>8}")
     lines += [rule, f"{'total':<{width - 8}}{_pts(report.score, report.max_score):>8}"]
     return "\n".join(lines)
 

@@ -7,11 +7,17 @@ both sides are driven identically. A call is a plain dict:
   state:     {parameter name: tensor} copied into the module, or None
   args:      positional arguments (tensors or None); the last one is valid_lens
   train:     module mode; seed: torch.manual_seed before the call; repeat: how many calls
-  grad_out:  None, or one tensor per output: gradients of sum(output * grad_out) are returned
+  grad_out:  None, or one tensor (or None: not differentiated) per output: gradients of sum(output * grad_out)
   device:    "cpu" or "cuda"; dtype: the float dtype's name (module parameters are cast to it); n_out: how many tensors the call returns (1 or 2)
   arrays:    "numpy": the function receives NumPy copies of the tensors and must return NumPy arrays
   banned:    names of torch functions the call may not reach (intercept.Banned)
   measure:   True to record the largest tensor the forward allocates (result "peak")
+  structure: None, or the outputs' nesting as group sizes ([1, 2]: output, (k, v)); outputs come back flat
+  chain:     None, or {"sizes", "split", "dim", "carry", "carry_outputs"}: argument `split` is cut along `dim` into
+             pieces of `sizes`, and the call runs once per piece, argument `carry` being the previous run's
+             outputs `carry_outputs` (a cache); the outputs are the pieces' outputs concatenated, the carried
+             ones the last run's
+  no_autograd: True to refuse automatic differentiation during the call (run/no_autograd.py)
 The result holds only plain tensors on the CPU, strings, numbers, lists and dicts.
 """
 from __future__ import annotations
@@ -21,6 +27,7 @@ import contextlib
 import torch
 
 from .intercept import Banned, Peak, ResidentPeak
+from .no_autograd import FORWARD_OPS, NoAutograd, refusal
 
 
 class CallError(Exception):
@@ -60,22 +67,25 @@ def execute(call: dict, target) -> dict:
         _seed(device, call.get("seed", 0))
     peak = Peak() if call.get("measure") else contextlib.nullcontext()
     resident = ResidentPeak() if call.get("measure") else contextlib.nullcontext()
-    banned = Banned(call["banned"]) if call.get("banned") else contextlib.nullcontext()
-    with banned, resident, peak:
-        runs = [_outputs(fn(*args), call["n_out"], numpy) for _ in range(call.get("repeat", 1))]
+    refusals = {op: refusal for op in FORWARD_OPS}
+    banned = Banned(call["banned"], refusals) if call.get("banned") else contextlib.nullcontext()
+    no_autograd = NoAutograd() if call.get("no_autograd") else contextlib.nullcontext()
+    with banned, no_autograd, resident, peak:
+        runs = [_run(fn, args, call, numpy) for _ in range(call.get("repeat", 1))]
     if call.get("measure"):
         result["peak"] = {"elements": peak.elements, "op": peak.op, "ops": peak.ops, "resident_kb": resident.kb}
     outs = runs[0]
     with _ours("reading the outputs"):
         result["outputs"] = [[o.detach().cpu() for o in run] for run in runs]
         result["devices"] = [o.device.type for o in outs]
-        result["changed"] = [i for i, (a, b) in enumerate(zip(args, before)) if b is not None and not _same(a, b)]
+        result["changed"] = [i for i, (a, b) in enumerate(zip(flat_inputs(args), flat_inputs(before)))
+                             if b is not None and not _same(a, b)]
         if call.get("return_inputs"):  # a worker: the inputs as they are now, for the grader to compare itself
-            result["inputs"] = [_as_tensor(a) for a in args]
+            result["inputs"] = [_as_tensor(t) for t in flat_inputs(args)]
     if want_grad:
         names = call.get("names") or [f"output {i}" for i in range(len(outs))]
         for name, o, g in zip(names, outs, call["grad_out"]):  # the learner's shapes, before the grader multiplies
-            if tuple(o.shape) != tuple(g.shape):
+            if g is not None and tuple(o.shape) != tuple(g.shape):
                 raise CallError(f"returned {name} of shape {tuple(o.shape)}, expected {tuple(g.shape)}")
         result["grads"] = _grads(fn, args, outs, call["grad_out"], device)
     return result
@@ -88,7 +98,29 @@ def _seed(device, seed: int) -> None:
         torch.cuda.manual_seed(seed)
 
 
+def _run(fn, args, call, numpy) -> list:
+    """One run of the call: the function once, or once per piece of a chain (a prefill, then decoding steps)."""
+    n_out, structure, chain = call["n_out"], call.get("structure"), call.get("chain")
+    if not chain:
+        return _outputs(fn(*args), n_out, numpy, structure, call.get("names"))
+    carry = chain["carry_outputs"]
+    carried, runs = args[chain["carry"]], []
+    for piece in torch.split(args[chain["split"]], chain["sizes"], dim=chain["dim"]):
+        step = list(args)
+        step[chain["split"]], step[chain["carry"]] = piece, carried
+        runs.append(_outputs(fn(*step), n_out, numpy, structure, call.get("names")))
+        carried = tuple(runs[-1][i] for i in carry)
+    return [runs[-1][i] if i in carry else torch.cat([r[i] for r in runs], dim=chain["dim"]) for i in range(n_out)]
+
+
+def flat_inputs(args) -> list:
+    """The call's arguments with tuples (a cache) spread out, in order: what is compared for side effects."""
+    return [t for a in args for t in (a if isinstance(a, tuple) else (a,))]
+
+
 def _prepare(a, device, want_grad, numpy=False):
+    if isinstance(a, (tuple, list)):  # a cache (k, v): the wire carries it as a list
+        return tuple(_prepare(t, device, False, numpy) for t in a)
     if not isinstance(a, torch.Tensor):
         return a
     if numpy:
@@ -109,13 +141,17 @@ def load_state(module, state: dict) -> None:
 
 
 def _copy(a):
+    if isinstance(a, tuple):
+        return tuple(_copy(t) for t in a)
     if isinstance(a, torch.Tensor):
         return a.detach().clone()
     return a.copy() if type(a).__module__ == "numpy" and hasattr(a, "copy") else None
 
 
-def _outputs(value, n_out: int, numpy: bool = False) -> list:
-    if n_out == 1:
+def _outputs(value, n_out: int, numpy: bool = False, structure=None, names=None) -> list:
+    if structure:  # nested outputs, e.g. (output, (k, v)): checked, then spread out
+        value = _flatten(value, structure, names or [f"output {i}" for i in range(n_out)])
+    elif n_out == 1:
         value = (value,)
     kind = "NumPy array" if numpy else "tensor"
     what = f"a {kind}" if n_out == 1 else f"a tuple of {n_out} {kind}s"
@@ -134,6 +170,25 @@ def _outputs(value, n_out: int, numpy: bool = False) -> list:
         if v.layout != torch.strided or v.device.type not in ("cpu", "cuda") or v.is_complex() or v.is_quantized:
             raise CallError(f"returned a {v.layout} {v.dtype} tensor on {v.device.type}, expected a dense real tensor")
     return list(value)
+
+
+def _flatten(value, structure, names) -> tuple:
+    groups, at = [], 0
+    for size in structure:
+        groups.append(names[at] if size == 1 else "(" + ", ".join(names[at:at + size]) + ")")
+        at += size
+    expected = "(" + ", ".join(groups) + ")"
+    if not isinstance(value, (tuple, list)) or len(value) != len(structure):
+        raise CallError(f"returned {_kind(value)}, expected {expected}")
+    flat = []
+    for v, size in zip(value, structure):
+        if size == 1:
+            flat.append(v)
+        elif not isinstance(v, (tuple, list)) or len(v) != size:
+            raise CallError(f"returned {_kind(v)} where a tuple of {size} was expected: {expected}")
+        else:
+            flat.extend(v)
+    return tuple(flat)
 
 
 def _as_tensor(a):
@@ -161,7 +216,7 @@ def _grads(fn, args, outs, grad_out, device) -> dict:
     leaves = {f"input:{i}": a for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad}
     if isinstance(fn, torch.nn.Module):
         leaves.update({f"param:{n}": p for n, p in fn.named_parameters()})
-    loss = sum((o * g.to(device=device, dtype=o.dtype)).sum() for o, g in zip(outs, grad_out))
+    loss = sum((o * g.to(device=device, dtype=o.dtype)).sum() for o, g in zip(outs, grad_out) if g is not None)
     if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
         raise CallError("the outputs are not connected to the autograd graph (detached, or computed without grad)")
     grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)

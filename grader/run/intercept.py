@@ -45,13 +45,15 @@ def _matches(name: str, banned) -> bool:
 class Banned(TorchFunctionMode):
     """Raise BannedCall on a call to any of `banned` (function names; a trailing * matches a prefix)."""
 
-    def __init__(self, banned):
+    def __init__(self, banned, messages: dict | None = None):
         super().__init__()
-        self.banned = tuple(banned)
+        self.banned, self.messages = tuple(banned), messages or {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = _name(func)
         if _matches(name, self.banned):
+            if name in self.messages:
+                raise BannedCall(self.messages[name]())
             raise BannedCall(_message(name, getattr(func, "__module__", "") or "torch"))
         return func(*args, **(kwargs or {}))
 
@@ -59,9 +61,10 @@ class Banned(TorchFunctionMode):
 _KEEP: list = []  # the dispatcher registrations live as long as these objects
 
 
-def ban_kernels(banned) -> list[str]:
+def ban_kernels(banned, messages: dict | None = None) -> list[str]:
     """Replace, in this process's dispatcher, the kernels of every aten operator whose base name matches
-    `banned` by one that raises BannedCall. Only for a worker: the grader's own oracles call them."""
+    `banned` by one that raises BannedCall (its message from `messages[op]()` where given). Only for a worker:
+    the grader's own oracles call them."""
     if not banned:
         return []
     import warnings
@@ -78,14 +81,15 @@ def ban_kernels(banned) -> list[str]:
         for key in keys[:1] if keys[:1] == ["CompositeImplicitAutograd"] else keys:
             with warnings.catch_warnings():  # "overriding a previously registered kernel": that is the point
                 warnings.simplefilter("ignore")
-                lib.impl(op, _raiser(f"torch.ops.aten.{op}"), key)
+                lib.impl(op, _raiser(f"torch.ops.aten.{op}", messages or {}), key)
         done.append(op)
     return done
 
 
-def _raiser(name: str):
+def _raiser(name: str, messages: dict):
     def banned_kernel(*args, **kwargs):
-        raise BannedCall(_message(name.split(".", 3)[-1].split(".")[0], "torch.ops.aten"))
+        op = name.split(".", 3)[-1].split(".")[0]
+        raise BannedCall(messages[op]() if op in messages else _message(op, "torch.ops.aten"))
 
     return banned_kernel
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..errors import BadInput
 from .sandbox import SUBMISSION, under, hidden_paths
 
-WORKER_MODULES = ("__init__", "run/__init__", "run/dropout", "run/harness", "run/intercept", "run/jail_server",
+WORKER_MODULES = ("__init__", "run/__init__", "run/dropout", "run/harness", "run/intercept", "run/jail_server", "run/no_autograd",
                   "run/loader", "run/sandbox", "run/wire", "run/worker")  # all a worker imports, bound one by one
 PACKAGE = __name__.split(".")[0]
 CODE_DIR = "/attnkit-worker"  # where the worker modules appear inside

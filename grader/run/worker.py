@@ -21,7 +21,7 @@ def serve(conn, log, module: str, symbol: str, enter) -> None:
     _redirect_output(log)
     import torch
 
-    from . import harness, intercept
+    from . import harness, intercept, no_autograd
 
     torch.set_num_threads(1)
     cuda = torch.cuda.is_available()
@@ -41,7 +41,7 @@ def serve(conn, log, module: str, symbol: str, enter) -> None:
         intercept.steady_heap()  # resident memory follows live tensors (the memory check's backstop)
     banned = next((c.get("banned") for c in calls if c.get("banned")), None)
     if banned:  # below Python's modes, which the learner's code could switch off
-        intercept.ban_kernels(banned)
+        intercept.ban_kernels(banned, {op: no_autograd.refusal for op in no_autograd.FORWARD_OPS})
         intercept.guard_functions(banned)
     try:
         target = load_symbol(Path(work), module, symbol, PACKAGE)

@@ -1,0 +1,49 @@
+"""Checks parameters and value_errors: what a constructor creates, and which arguments must raise ValueError."""
+from __future__ import annotations
+
+from ..context import Failed
+from ..registry import Check, register
+from ...draw.describe import call_text, ctor_text, error_text
+from ...draw.groups import group_call_errors, group_ctor
+
+
+def check_parameters(ctx):
+    p = ctx.problem
+    for case in ctx.of("ctor"):
+        expected = {n: list(s) for n, s in p.params({**case.cfg, **case.variant}).items()}
+        got = ctx.result(case)["params"]
+        if got != expected:
+            missing = sorted(set(expected) - set(got))
+            extra = sorted(set(got) - set(expected))
+            wrong = sorted(n for n in set(got) & set(expected) if got[n] != expected[n])
+            lines = [f"{ctor_text(p, case.call['ctor'])} has parameters {_fmt(got)}", f"expected exactly {_fmt(expected)}"]
+            lines += [f"missing: {', '.join(missing)}"] * bool(missing) + [f"unexpected: {', '.join(extra)}"] * bool(extra)
+            lines += [f"{n}: shape {tuple(got[n])}, expected {tuple(expected[n])}" for n in wrong]
+            raise Failed("\n".join(lines))
+    check_value_errors(ctx)
+
+
+def check_value_errors(ctx):
+    """Every call or constructor of the ctor_error cases must raise ValueError (naming `words`)."""
+    p = ctx.problem
+    for case in ctx.of("ctor_error"):
+        res = ctx.got.get(case.key)
+        text = ctor_text(p, case.call["ctor"]) if case.call.get("ctor") else call_text(p, case)
+        if res is None:
+            raise Failed(f"called {text}\nno result: {ctx.failure}")
+        if res["ok"]:
+            raise Failed(f"{text} was accepted; {case.meta['why']} must raise ValueError")
+        if not res["error"]["value_error"]:
+            raise Failed(f"{text} raised {error_text(res)}; {case.meta['why']} must raise ValueError")
+        missing = [w for w in case.meta["words"] if w not in res["error"]["text"]]
+        if missing:
+            raise Failed(f"{text} raised {error_text(res)}\nthe message must name the valid choices; missing: {', '.join(missing)}")
+
+
+def _fmt(params: dict) -> str:
+    return "{" + ", ".join(f"{n}: {tuple(s)}" for n, s in sorted(params.items())) + "}" if params else "none"
+
+
+register(Check("parameters", "parameter names and shapes, constructor errors", {"ctor": group_ctor}, check_parameters,
+               needs=lambda p: None if p.is_module else "a module problem (a constructor)"))
+register(Check("value_errors", "invalid arguments raise ValueError", {"call_error": group_call_errors}, check_value_errors))

@@ -1,0 +1,22 @@
+"""Checks cuda and cuda_half: the same calls on a GPU, in every floating dtype."""
+from __future__ import annotations
+
+from ..compare import tolerance
+from ..context import compare_all
+from ..registry import Check, register
+from ...draw.groups import group_cuda, group_half
+
+
+def check_device(group: str):
+    def judge(ctx):
+        for case in ctx.of(group):
+            res = ctx.result(case)
+            if any(d != "cuda" for d in res["devices"]):
+                ctx.fail(case, f"outputs came back on {res['devices']}, expected cuda (the inputs' device)")
+            compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(case.call["dtype"]))
+
+    return judge
+
+
+register(Check("cuda", "CUDA float64/float32 vs CPU reference", {"cuda": group_cuda}, check_device("cuda"), needs_cuda=True))
+register(Check("cuda_half", "CUDA float16/bfloat16", {"half": group_half}, check_device("half"), needs_cuda=True))

@@ -1,0 +1,82 @@
+"""Check dropout: eval() is exact, train() drops weights with probability p, weights are returned before dropout."""
+from __future__ import annotations
+
+import torch
+
+from ..compare import mismatch, tolerance
+from ..context import compare_all
+from ..registry import Check, register
+from ...draw.groups import group_dropout
+from ...run.dropout import dropped_weights
+
+
+def check_dropout(ctx):
+    tol = tolerance("float64")
+    counts = {"kept": 0, "dropped": 0}
+    for case in ctx.of("dropout"):
+        if not case.call["train"]:
+            first, second = ctx.outputs(case), ctx.outputs(case, 1)
+            for name, a, b in zip(ctx.problem.outputs, first, second):
+                if not torch.equal(a, b):
+                    ctx.fail(case, f"two calls in eval() gave different {name}: dropout must do nothing in eval() mode "
+                             "(use nn.Dropout, or F.dropout(..., training=self.training))", symptom="dropout_in_eval")
+            compare_all(ctx, case, first, ctx.expected(case), tol)
+            continue
+        if "p" not in case.meta:  # the constructor's default dropout is 0.0: train() is exact too
+            for name, g, e in zip(ctx.problem.outputs, ctx.outputs(case), ctx.expected(case)):
+                bad = mismatch(name, g, e, tol)
+                if bad:
+                    ctx.fail(case, "constructed without `dropout`, train() must give exactly the eval() result "
+                             f"(the default is dropout=0.0)\n{bad}")
+            continue
+        at_w = ctx.problem.weights_index
+        got = ctx.outputs(case)
+        out, w = got[1 - at_w], got[at_w]  # a module with dropout returns (output, weights) in some order
+        problem = mismatch("weights", w, ctx.expected(case)[at_w], tol)
+        if problem:
+            ctx.fail(case, f"in train() the returned weights must be taken before dropout (they still sum to 1)\n{problem}",
+                     symptom="weights_after_dropout")
+        _judge_dropped(ctx, case, out, counts)
+    if ctx.of("dropout") and (not counts["kept"] or not counts["dropped"]):
+        case = [c for c in ctx.of("dropout") if c.call["train"]][-1]
+        what = "every weight was kept" if counts["kept"] else "every weight was dropped"
+        ctx.fail(case, f"over {sum(counts.values())} attention weights in train() with dropout=0.3 and 0.6, {what}: "
+                 "dropout must zero each weight with probability p (a correct dropout does this by chance with "
+                 "probability below 1e-7)")
+
+
+def _judge_dropped(ctx, case, out, counts) -> None:
+    """The output must be G(D * weights): solve it for the dropped weights P and check each P / weight."""
+    reveal, p = ctx.ref[case.key]["reveal"], case.meta["p"]
+    P, residual = dropped_weights(reveal, out)
+    w = reveal["weights"]
+    scale = 1.0 / (1.0 - p)
+    if residual > 1e-7 * max(1.0, out.abs().max().item()):
+        ctx.fail(case, f"in train() with dropout={p}, the output is not (dropout applied to the weights) @ values: "
+                 f"no dropped weights explain it (off by {residual:.3g}). Dropout acts on the attention weights, "
+                 "after the softmax and before they multiply the values; not on the scores, the values or the output",
+                 symptom="dropout_misplaced")
+    at_masked = (w == 0) & (P.abs() > 1e-9)
+    if at_masked.any():
+        at = tuple(at_masked.nonzero()[0].tolist())
+        ctx.fail(case, f"in train() the dropped weights at masked key {list(at)} are {P[at].item():.6g}: a masked "
+                 "weight is 0 and stays 0 after dropout")
+    live = w > 1e-3  # the ratio P / w is well determined there
+    ratio = P[live] / w[live]
+    kept, dropped = (ratio - scale).abs() < 1e-6 * scale, ratio.abs() < 1e-6
+    bad = ~(kept | dropped)
+    if bad.any():
+        others = ratio[bad]
+        common = others.mean().item()
+        same = (others - common).abs().max().item() < 1e-6 * abs(common) and common > 1
+        why = (f"kept weights are scaled by {common:.6g} = 1/(1-{1 - 1 / common:.4g}), expected 1/(1-{p}) = {scale:.6g}: "
+               f"dropout must use p = {p}, the module's `dropout` argument" if same else
+               f"dropped weights / weights = {others[0].item():.6g} at a kept entry, expected 0 or 1/(1-p) = {scale:.6g}")
+        ctx.fail(case, f"in train() with dropout={p}: {why}", symptom="dropout_wrong_p" if same else None)
+    counts["kept"] += int(kept.sum())
+    counts["dropped"] += int(dropped.sum())
+
+
+register(Check("dropout", "eval() exact; train() drops; weights pre-dropout", {"dropout": group_dropout}, check_dropout,
+               needs=lambda p: None if p.is_module and p.weights_index is not None
+               else "a module problem with an output with role 'weights'"))

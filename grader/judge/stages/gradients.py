@@ -1,0 +1,42 @@
+"""Check gradients: of every input and parameter, against autograd through the reference."""
+from __future__ import annotations
+
+import torch
+
+from ..compare import argmax_index, mismatch, tolerance
+from ..context import compare_all, valid_mask
+from ..registry import Check, register
+from ...draw.groups import group_grad
+
+
+def check_gradients(ctx):
+    tol = tolerance("float64", grad=True)
+    names = ctx.problem.arg_names
+    for case in ctx.of("grad"):
+        res = ctx.result(case)
+        compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance("float64"))
+        for key, expected in ctx.ref[case.key]["grads"].items():
+            got = res["grads"].get(key)
+            label = f"gradient of {names[int(key[6:])]}" if key.startswith("input:") else f"gradient of {key[6:]}"
+            if got is None:
+                ctx.fail(case, f"{label}: no gradient reaches it (detached, or the parameter is never used)")
+            problem = mismatch(label, got, expected, tol)
+            if problem:
+                masked = (key.startswith("input:") and int(key[6:]) in ctx.problem.arg_index("key", "value")
+                          and expected.abs().max() > 0 and _at_masked_key(ctx, case, got, expected))
+                ctx.fail(case, problem + ("\nThat position is a masked key: no gradient may flow there." if masked else ""))
+
+
+def _at_masked_key(ctx, case, got, expected) -> bool:
+    """Is the worst gradient error, on a key or value input, on a row that no query may attend?"""
+    mask = valid_mask(ctx.problem, case)
+    if mask.all() or got.dim() < 2 or got.shape[-2] != mask.shape[-1]:
+        return False
+    err = (got.to(torch.float64) - expected.to(torch.float64)).abs()
+    at = argmax_index(err)
+    attended = mask.reshape(-1, mask.shape[-1]).any(0)  # keys some query may attend, in some batch row
+    return not bool(attended[at[-2]])
+
+
+register(Check("gradients", "gradients of inputs and parameters", {"grad": group_grad}, check_gradients,
+               needs=lambda p: None if p.arrays == "torch" else "a torch problem"))

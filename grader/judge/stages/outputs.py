@@ -1,0 +1,70 @@
+"""Checks shapes, weight_sums and side_effects: what comes back, before its values are compared."""
+from __future__ import annotations
+
+import torch
+
+from ..compare import argmax_index, tolerance
+from ..context import valid_mask
+from ..registry import Check, register
+from ...draw.groups import group_base, group_float32
+from ...draw.scenarios import dim_names, output_shapes
+
+
+def check_shapes(ctx):
+    for case in ctx.of("base"):
+        got = ctx.raw_outputs(case)
+        for name, g, shape in zip(ctx.problem.outputs, got, output_shapes(ctx.problem, case.cfg)):
+            if tuple(g.shape) != shape:
+                dims = dim_names(ctx.problem.dims[ctx.problem.outputs.index(name)], case.cfg)
+                ctx.fail(case, f"{name} has shape {tuple(g.shape)}, expected {shape} = ({', '.join(dims)})")
+
+
+def check_weight_sums(ctx):
+    tol = tolerance("float64")
+    for case in ctx.of("base"):
+        at_w = ctx.problem.weights_index
+        w = ctx.outputs(case)[at_w].to(torch.float64)
+        shape = output_shapes(ctx.problem, case.cfg)[at_w]
+        if tuple(w.shape) != shape:
+            ctx.fail(case, f"weights have shape {tuple(w.shape)}, expected {shape}")
+        mask = valid_mask(ctx.problem, case).expand(shape)
+        if not torch.isfinite(w).all():  # NaN compares false: it must fail here, never slip through a sum
+            at = tuple((~torch.isfinite(w)).nonzero()[0].tolist())
+            where = "a row with no allowed key must be all zeros" if not mask[at[:-1]].any() else "weights must be finite"
+            ctx.fail(case, f"weights{list(at)} = {w[at].item()}: {where}")
+        leaked = (w != 0) & ~mask
+        if leaked.any():
+            at = tuple(leaked.nonzero()[0].tolist())
+            what = ("a row with no allowed key must be all zeros (not NaN, not uniform)" if not mask[at[:-1]].any()
+                    else "masked keys must get weight exactly 0")
+            ctx.fail(case, f"weights{list(at)} = {w[at].item():.6g}: {what}")
+        sums = w.sum(-1)
+        off = (sums - 1).abs() * mask.any(-1)
+        if (off > 10 * tol.atol).any():
+            at = argmax_index(off)
+            ctx.fail(case, f"weights{list(at)} sum to {sums[at].item():.6g}; a row with a valid key must sum to 1")
+
+
+def check_side_effects(ctx):
+    names = ctx.problem.arg_names
+    for case in ctx.of("base") + ctx.of("f32"):
+        res = ctx.result(case)
+        if res["changed"]:
+            ctx.fail(case, f"the call modified its input `{names[res['changed'][0]]}` in place; work on a copy "
+                     "(masked_fill, not masked_fill_; x = x + 1, not x += 1)")
+        for name, g in zip(ctx.problem.outputs, res["outputs"][0]):
+            want = getattr(torch, case.call["dtype"])
+            if g.dtype != want:
+                how = ("no float64 constants: np.exp, @ and sums keep float32 when every operand is float32"
+                       if ctx.problem.arrays == "numpy" else "use dtype=x.dtype or torch.*_like")
+                ctx.fail(case, f"{name} came back as {str(g.dtype).replace('torch.', '')}, expected "
+                         f"{str(want).replace('torch.', '')} (the inputs' dtype): create nothing with a fixed dtype ({how})")
+        if any(d != "cpu" for d in res["devices"]):
+            ctx.fail(case, f"outputs came back on {res['devices']}, expected the inputs' device (cpu)")
+
+
+register(Check("shapes", "output shapes (B=1, Tk=1, Tq != Tk, ...)", {"base": group_base}, check_shapes))
+register(Check("weight_sums", "rows sum to 1, masked weights exactly 0", {"base": group_base}, check_weight_sums,
+               needs=lambda p: None if p.weights_index is not None else "an output with role 'weights'"))
+register(Check("side_effects", "inputs untouched, dtype and device kept", {"base": group_base, "f32": group_float32},
+               check_side_effects))

@@ -1,0 +1,44 @@
+"""Checks parity_float64, parity_float32 and oracle: the values, against the reference and a library."""
+from __future__ import annotations
+
+import torch
+
+from ..compare import mismatch, tolerance
+from ..context import compare_all, valid_mask
+from ..registry import Check, register
+from ...draw.groups import group_base, group_float32
+
+
+def check_parity(group: str, dtype: str):
+    def judge(ctx):
+        for case in ctx.of(group):
+            compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(dtype))
+
+    return judge
+
+
+def check_oracle(ctx):
+    """Parity with a library implementation (ctx.ref[...]["oracle"]) on every row with an allowed key."""
+    tol = tolerance("float64")
+    for case in ctx.of("base"):
+        got, oracle = ctx.outputs(case), ctx.ref[case.key]["oracle"]
+        rows = valid_mask(ctx.problem, case).any(-1)  # the score matrix's rows with an allowed key
+        for out, g, e in zip(ctx.problem.returns, got, oracle):
+            name, row_dims = out.name, e.dim() - (out.role != "lse")  # lse has one entry per row, the others a vector
+            keep = rows if out.role != "gradient" else torch.ones((), dtype=torch.bool)  # oracle gradients: every row
+            while keep.dim() > row_dims:  # an output row mixes every head: keep it where all heads attend
+                keep = keep.all(1)
+            if tuple(g.shape) != tuple(e.shape):
+                ctx.fail(case, f"{name}: shape {tuple(g.shape)}, expected {tuple(e.shape)}")
+            keep = keep.expand(e.shape[:row_dims])
+            problem = mismatch(f"{name} (on rows with an allowed key)", g[keep], e[keep], tol)
+            if problem:
+                ctx.fail(case, f"compared with {ctx.problem.oracle.__doc__.strip()}:\n{problem}")
+
+
+register(Check("parity_float64", "same values as the reference, float64", {"base": group_base},
+               check_parity("base", "float64")))
+register(Check("parity_float32", "same values as the reference, float32", {"f32": group_float32},
+               check_parity("f32", "float32")))
+register(Check("oracle", "same values as an independent oracle (PyTorch's own)", {"base": group_base}, check_oracle,
+               needs=lambda p: None if p.oracle is not None else "an oracle (a library implementation)"))

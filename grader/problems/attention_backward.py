@@ -1,0 +1,197 @@
+"""Spec: the backward pass of attention by hand: dQ, dK, dV, causal and not, with no automatic differentiation."""
+import torch
+
+from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
+from ._common import LLM_BANNED, scale_scores
+
+DELTA = "delta = (do * o).sum(-1, keepdim=True)  # rowsum(dO * O) = rowsum(P * dP)"
+DS = "ds = p * (dp - delta)  # through the softmax: dS = P * (dP - delta)"
+DQ = "dq = ds @ k * scale"
+DK = "dk = ds.transpose(-2, -1) @ q * scale"
+DV = "dv = p.transpose(-2, -1) @ do  # (..., Tk, dv)"
+CAUSAL = "allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(Tk - Tq)"
+NORM = "p = p / torch.where(total > 0, total, torch.ones_like(total))  # P; all zeros on a row with no allowed key"
+RETURN = "return dq.to(queries.dtype), dk.to(keys.dtype), dv.to(values.dtype)"
+AUTOGRAD = '''    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in (queries, keys, values)]
+        mask = torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq) if is_causal else None
+        s = leaves[0] @ leaves[1].transpose(-2, -1) / d ** 0.5
+        if mask is not None:
+            s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+        out = (torch.softmax(s, -1) * (mask if mask is not None else 1)) @ leaves[2]
+        return tuple(torch.autograd.grad((out * grad_output).sum(), leaves))
+'''
+
+MISTAKES = (
+    Mistake("no_delta", "the rowsum(dO * O) term missing: dS = P * dP",
+            ((DS, "ds = p * dp"),),
+            explain="The softmax's Jacobian is diag(P) - P P^T per row: dS = P * (dP - rowsum(P * dP)), and "
+                    "rowsum(P * dP) = rowsum(dO * O). Without it every row of dS is off by P times that sum.",
+            hint="delta = (dO * O).sum(-1, keepdim=True); dS = P * (dP - delta)."),
+    Mistake("jacobian_transposed", "the softmax's correction summed over queries instead of keys (Jacobian transposed)",
+            ((DELTA, "delta = (p * dp).sum(-2, keepdim=True)"),),
+            explain="Each row of P is one softmax over the keys; its Jacobian mixes the entries of that row, so the "
+                    "correction sums over the keys (the last axis), one number per query.",
+            hint="delta has shape (..., Tq, 1): a sum over the last axis."),
+    Mistake("causal_missing", "the causal mask missing from the backward",
+            ((CAUSAL, "allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device)"),),
+            explain="The backward must recompute the same P as the forward: with is_causal, future keys get "
+                    "probability 0 and no gradient.",
+            hint="Mask the scores with j <= i + (Tk - Tq) before the softmax, exactly as in the forward."),
+    Mistake("causal_top_left", "causal mask aligned to the top left",
+            ((CAUSAL, "allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(0)"),),
+            explain="Query i sees key j when j <= i + (Tk - Tq) (bottom right, as in problem 11); tril(0) is the top-"
+                    "left rule, the same only when Tq == Tk.",
+            hint="torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq)."),
+    Mistake("dq_no_scale", "grad_queries missing the 1/sqrt(d) scale", ((DQ, "dq = ds @ k"),),
+            explain="S = Q K^T / sqrt(d), so dQ = dS K / sqrt(d): the scale passes into both dQ and dK.",
+            hint="dq = ds @ k / sqrt(d)."),
+    Mistake("dk_from_keys", "grad_keys from the keys instead of the queries", ((DK, "dk = ds.transpose(-2, -1) @ k * scale"),),
+            explain="S = Q K^T / sqrt(d): the gradient of S with respect to K is the queries, dK = dS^T Q / sqrt(d).",
+            hint="dk = ds^T @ q / sqrt(d)."),
+    Mistake("dv_not_transposed", "grad_values as P dO instead of P^T dO", ((DV, "dv = p @ do"),),
+            explain="O = P V with P (Tq, Tk): dV = P^T dO, of the values' shape (Tk, dv).",
+            hint="dv = p.transpose(-2, -1) @ do."),
+    Mistake("empty_rows_nan", "rows with no allowed key give NaN gradients (0 / 0)",
+            ((NORM, "p = p / total"),),
+            explain="A query with no allowed key (causal with Tq > Tk) has P = 0 / 0: NaN spreads into every gradient; "
+                    "such a row contributes nothing.",
+            hint="Divide by the row sum only where it is positive."),
+    Mistake("float32_grads", "gradients returned as float32",
+            ((RETURN, "return dq.float(), dk.float(), dv.float()"),),
+            explain="Each gradient has the dtype of its input: float64 inputs get float64 gradients.",
+            hint="return dq.to(queries.dtype), dk.to(keys.dtype), dv.to(values.dtype)."),
+    Mistake("uses_autograd", "calls torch.autograd.grad instead of computing the gradients",
+            (("    scale = d ** -0.5\n", "    scale = d ** -0.5\n" + AUTOGRAD),),
+            explain="The exercise is the backward pass by hand; automatic differentiation of any kind is switched off "
+                    "while the grader calls it.",
+            hint="dV = P^T dO; dP = dO V^T; dS = P * (dP - rowsum(dO * O)); dQ = dS K / sqrt(d); dK = dS^T Q / sqrt(d)."),
+)
+
+
+def _fit(cfg, variant):
+    rank = variant["rank"]
+    cfg = {**cfg, **variant, "dk": cfg["dq"], "d": cfg["dq"], "lead": ["B", "H"][: rank - 2]}
+    return {**cfg, "B": 1} if rank == 2 else cfg
+
+
+def _inputs(cfg, gen):
+    """queries (..., Tq, d), keys (..., Tk, d), values (..., Tk, dv), grad_output (..., Tq, dv), standard normal."""
+    lead = [cfg[n] for n in cfg["lead"]]
+    shapes = [(*lead, cfg["Tq"], cfg["dq"]), (*lead, cfg["Tk"], cfg["dq"]), (*lead, cfg["Tk"], cfg["dv"]),
+              (*lead, cfg["Tq"], cfg["dv"])]
+    return [torch.randn(*s, generator=gen, dtype=torch.float64) for s in shapes]
+
+
+def _amplify(args, state, cfg):
+    """Scale queries and keys so that the largest |score| is exactly 1e4."""
+    scores = args[0] @ args[1].transpose(-2, -1) / args[0].shape[-1] ** 0.5
+    scale_scores(args, SCORE_BOUND / scores.abs().max())
+
+
+def _oracle(call):
+    """autograd through F.scaled_dot_product_attention with the bottom-right causal mask"""
+    q, k, v, do, causal = (list(call["args"]) + [False])[:5]  # is_causal may be left to its default
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    mask = torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq) if causal else torch.ones(Tq, Tk, dtype=torch.bool)
+    empty = ~mask.any(-1)  # such rows contribute nothing: give them every key and no incoming gradient
+    mask, do = mask | empty[:, None], do.masked_fill(empty[:, None], 0.0)
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    with torch.enable_grad():
+        out = torch.nn.functional.scaled_dot_product_attention(*leaves, attn_mask=mask)
+        return list(torch.autograd.grad((out * do).sum(), leaves))
+
+
+ZH = {
+    "title": "注意力的反向传播",
+    "summary": "手写注意力的反向传播：dQ、dK、dV，因果或非因果，不用任何自动微分。",
+    "hints": (
+        "先重算前向：P = softmax(q k^T / sqrt(d))（因果时用右下对齐的掩码），O = P V。然后沿着前向的每一步往回推。",
+        "dV = P^T dO；dP = dO V^T；softmax 的反向：dS = P * (dP - rowsum(dO * O))；dQ = dS K / sqrt(d)；dK = dS^T Q / sqrt(d)。",
+        "几乎就是答案了：没有可关注键的行 P 全为 0（不要除以 0），它们什么也不贡献；每个梯度用它对应输入的 dtype 返回。"
+        "调用期间 backward、torch.autograd.grad、torch.func 都被关掉了。",
+    ),
+    "statements": (
+        "O = softmax(q k^T / sqrt(d)) v（只在可关注的键上；因果规则同第 11 题）。返回 sum(O * grad_output) 对 queries、keys、\n"
+        "values 的梯度，各自与对应输入同形状、dtype 和设备。没有可关注键的行不贡献任何东西。不能用任何自动微分\n"
+        "（Tensor.backward、torch.autograd.grad/backward、torch.autograd.functional、forward_ad、torch.func）：评分器\n"
+        "在调用期间关掉了它们。不修改输入；float32 下分数绝对值到 1e4 都稳定。",
+    ),
+    "mistakes": {
+        "no_delta": ("缺少 rowsum(dO * O) 这一项：dS = P * dP",
+                     "softmax 每一行的雅可比矩阵是 diag(P) - P P^T：dS = P * (dP - rowsum(P * dP))，而 rowsum(P * dP) = "
+                     "rowsum(dO * O)。少了这一项，dS 的每一行都差了 P 乘以这个和。",
+                     "写成：delta = (dO * O).sum(-1, keepdim=True)；dS = P * (dP - delta)。"),
+        "jacobian_transposed": ("softmax 的修正项在查询轴上求和，而不是在键轴上（雅可比矩阵转置了）",
+                                "P 的每一行是在键上做的一个 softmax；它的雅可比矩阵只混合这一行的元素，所以修正项在键（最后一维）上求和，"
+                                "每个查询一个数。",
+                                "delta 的形状是 (..., Tq, 1)：在最后一维上求和。"),
+        "causal_missing": ("反向传播里缺少因果掩码",
+                           "反向传播必须重算和前向一样的 P：is_causal 时未来的键概率为 0，也没有梯度。",
+                           "在 softmax 之前用 j <= i + (Tk - Tq) 屏蔽分数，和前向完全一样。"),
+        "causal_top_left": ("因果掩码左上对齐",
+                            "查询 i 可关注键 j 当且仅当 j <= i + (Tk - Tq)（右下对齐，同第 11 题）；tril(0) 是左上对齐的规则，"
+                            "只有 Tq == Tk 时相同。",
+                            "写成：torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq)。"),
+        "dq_no_scale": ("grad_queries 缺少 1/sqrt(d) 的缩放", "S = Q K^T / sqrt(d)，所以 dQ = dS K / sqrt(d)：缩放同时进入 dQ 和 dK。",
+                        "写成：dq = ds @ k / sqrt(d)。"),
+        "dk_from_keys": ("grad_keys 用了键而不是查询", "S = Q K^T / sqrt(d)：S 对 K 的梯度是查询，dK = dS^T Q / sqrt(d)。",
+                         "写成：dk = ds^T @ q / sqrt(d)。"),
+        "dv_not_transposed": ("grad_values 写成了 P dO，而不是 P^T dO", "O = P V，P 是 (Tq, Tk)：dV = P^T dO，形状与 values 相同 (Tk, dv)。",
+                              "写成：dv = p.transpose(-2, -1) @ do。"),
+        "empty_rows_nan": ("没有可关注键的行梯度为 NaN（0 / 0）",
+                           "没有可关注键的查询（因果且 Tq > Tk）P = 0 / 0：NaN 会扩散到所有梯度；这样的行什么也不贡献。",
+                           "只在行和为正的地方除以行和。"),
+        "float32_grads": ("梯度以 float32 返回", "每个梯度用对应输入的 dtype：float64 输入得到 float64 梯度。", "写成：return dq.to(queries.dtype), ..."),
+        "uses_autograd": ("调用 torch.autograd.grad，而不是自己计算梯度",
+                          "这道题就是手写反向传播；评分器调用它时，任何形式的自动微分都被关掉了。",
+                          "写成：dV = P^T dO；dP = dO V^T；dS = P * (dP - rowsum(dO * O))；dQ = dS K / sqrt(d)；dK = dS^T Q / sqrt(d)。"),
+    },
+}
+
+
+PROBLEM = Problem(
+    id="attention_backward",
+    title="Attention backward",
+    summary="The backward pass of attention by hand: dQ, dK, dV, causal or not, with no automatic differentiation.",
+    symbol="attention_backward",
+    points={"shapes": 1, "parity_float64": 3, "parity_float32": 1, "oracle": 3, "stability": 1, "side_effects": 1,
+            "cuda": 1, "cuda_half": 1},
+    hints=(
+        "Recompute the forward first: P = softmax(q k^T / sqrt(d)) (with the bottom-right causal mask when asked), "
+        "O = P V. Then walk back through each step.",
+        "dV = P^T dO; dP = dO V^T; through the softmax dS = P * (dP - rowsum(dO * O)); dQ = dS K / sqrt(d); "
+        "dK = dS^T Q / sqrt(d).",
+        "Rows with no allowed key have P = 0 (never divide by 0) and contribute nothing; return each gradient in its "
+        "input's dtype. backward, torch.autograd.grad and torch.func are switched off during the call.",
+    ),
+    methods=(
+        Method(
+            signature="def attention_backward(queries, keys, values, grad_output, is_causal=False):",
+            statement=(
+                "With O = softmax(q k^T / sqrt(d)) v over the allowed keys (causal rule of problem 11), return the\n"
+                "gradients of sum(O * grad_output) with respect to queries, keys and values, each of its input's\n"
+                "shape, dtype and device. Rows with no allowed key contribute nothing. No automatic differentiation\n"
+                "of any kind (Tensor.backward, torch.autograd.grad/backward, torch.autograd.functional, forward_ad,\n"
+                "torch.func): the grader switches it off during the call. Never modifies its inputs; stable for\n"
+                "scores up to 1e4 in float32."
+            ),
+            args=(Arg("queries", "(..., Tq, d)", "query"), Arg("keys", "(..., Tk, d)", "key"),
+                  Arg("values", "(..., Tk, dv)", "value"), Arg("grad_output", "(..., Tq, dv)", "tensor"),
+                  Arg("is_causal", "bool: key j allowed for query i when j <= i + (Tk - Tq)", "causal")),
+            returns=(Out("grad_queries", "(..., Tq, d)", "gradient"), Out("grad_keys", "(..., Tk, d)", "gradient"),
+                     Out("grad_values", "(..., Tk, dv)", "gradient")),
+        ),
+    ),
+    variants=({"rank": 3}, {"rank": 4}, {"rank": 2}),
+    fit=_fit,
+    inputs=_inputs,
+    amplify=_amplify,
+    mistakes=MISTAKES,
+    oracle=_oracle,
+    banned=LLM_BANNED + ("_flash_attention_backward", "_efficient_attention_backward",
+                     "_softmax_backward_data", "_make_dual"),
+    track="LLM",
+    after=("flash_attention",),
+    zh=ZH,
+)

@@ -1,0 +1,240 @@
+"""Spec: the attention of a LLaMA-style decoder: RoPE, grouped-query heads and a KV cache (the capstone)."""
+import torch
+
+from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
+from ._common import LLM_BANNED
+
+ROPE_Q = "q = apply_rope(q, positions, base=self.rope_base)"
+ROPE_K = "k = apply_rope(k, positions, base=self.rope_base)  # cached keys are stored rotated"
+POSITIONS = "positions = torch.arange(P, P + T, device=x.device)  # the new tokens' positions"
+ALLOWED = "allowed = torch.ones(T, P + T, dtype=torch.bool, device=x.device).tril(P)  # new token t sees 0..P+t"
+SCORES = "scores = q @ keys.transpose(-2, -1) / self.d ** 0.5  # (B, H, T, P+T)"
+KEYS = "keys = k.repeat_interleave(G, dim=1)  # query head n reads key/value head n // G"
+VALUES = "values = v.repeat_interleave(G, dim=1)"
+W_K = "self.W_k = nn.Linear(embed_dim, num_kv_heads * self.d, bias=False)"
+W_V = "self.W_v = nn.Linear(embed_dim, num_kv_heads * self.d, bias=False)"
+RETURN = "return self.W_o(context.transpose(1, 2).reshape(B, T, E)), (k, v)"
+
+MISTAKES = (
+    Mistake("causal_top_left", "causal mask aligned to the top left: with a cache, new tokens miss earlier ones",
+            ((ALLOWED, "allowed = torch.ones(T, P + T, dtype=torch.bool, device=x.device).tril(0)"),),
+            explain="New token t sits at position P + t and sees every cached token and the new ones up to itself: "
+                    "key j is allowed when j <= P + t (bottom right). tril(0) ignores the P cached tokens.",
+            hint="torch.ones(T, P + T, dtype=torch.bool).tril(P)."),
+    Mistake("positions_not_offset", "new tokens rotated from position 0 instead of P (the cache length)",
+            ((POSITIONS, "positions = torch.arange(T, device=x.device)"),),
+            explain="With P cached tokens the new ones are at positions P..P+T-1: rotating them from 0 makes a "
+                    "decoded token look like the first of the sequence.",
+            hint="positions = torch.arange(P, P + T), P = cache[0].shape[-2] (0 without a cache)."),
+    Mistake("unrotated_cache", "keys cached before RoPE (and the whole cache rotated at every call)",
+            ((ROPE_K, "pass"),
+             (KEYS, "keys = apply_rope(k, torch.arange(P + T, device=x.device), base=self.rope_base)"
+                    ".repeat_interleave(G, dim=1)")),
+            explain="The contract's cache holds rotated keys: a key is rotated once, at its own position, when it is "
+                    "computed. Caching un-rotated keys gives a cache other decoders cannot use and re-rotates all P+T "
+                    "keys at every step.",
+            hint="Rotate k for the new positions before concatenating it to the cache."),
+    Mistake("values_rotated", "RoPE applied to the values too",
+            ((ROPE_K, ROPE_K + "\n        v = apply_rope(v, positions, base=self.rope_base)"),),
+            explain="RoPE encodes positions in the scores q . k; the values carry content and are never rotated.",
+            hint="Rotate queries and keys only."),
+    Mistake("interleaved_rope", "RoPE with interleaved pairs instead of rotate-half",
+            ((ROPE_Q, "q = apply_rope(q, positions, base=self.rope_base, interleaved=True)"),
+             (ROPE_K, "k = apply_rope(k, positions, base=self.rope_base, interleaved=True)")),
+            explain="This module uses rotate-half pairs (i, i + d/2), as Hugging Face's LLaMA does (interleaved=False).",
+            hint="apply_rope(..., interleaved=False), the default."),
+    Mistake("head_mod_mapping", "key/value heads tiled with repeat (head n -> n % Hkv)",
+            ((KEYS, "keys = k.repeat(1, G, 1, 1)"), (VALUES, "values = v.repeat(1, G, 1, 1)")),
+            explain="Query head n uses key/value head n // G (consecutive groups): repeat_interleave, not repeat.",
+            hint="k.repeat_interleave(G, dim=1)."),
+    Mistake("wk_sized_E", "W_k and W_v sized E instead of Hkv * d",
+            ((W_K, "self.W_k = nn.Linear(embed_dim, embed_dim, bias=False)"),
+             (W_V, "self.W_v = nn.Linear(embed_dim, embed_dim, bias=False)")),
+            explain="With grouped-query heads the keys and values have Hkv heads of d features: W_k and W_v map E to "
+                    "Hkv * d, which is the point (a KV cache G times smaller).",
+            hint="nn.Linear(E, num_kv_heads * d, bias=False)."),
+    Mistake("scale_by_sqrt_E", "scores scaled by 1/sqrt(E) instead of 1/sqrt(d)",
+            ((SCORES, "scores = q @ keys.transpose(-2, -1) / (self.H * self.d) ** 0.5"),),
+            explain="Each head's scores are dot products of d features: the scale is 1/sqrt(d), d = E // H.",
+            hint="/ math.sqrt(d), d the head size."),
+    Mistake("no_causal_mask", "no causal mask: new tokens attend to later new tokens",
+            (("scores = scores.masked_fill(~allowed, float(\"-inf\"))", "scores = scores"),),
+            explain="A decoder's token may not see the future: with T new tokens, token t sees the cache and new "
+                    "tokens 0..t only. Without the mask, one call on a sequence differs from decoding it token by token.",
+            hint="Mask key j when j > P + t."),
+    Mistake("cache_float32", "the returned cache cast to float32",
+            ((RETURN, "return self.W_o(context.transpose(1, 2).reshape(B, T, E)), (k.float(), v.float())"),),
+            explain="The cache holds the keys and values in the inputs' dtype: a float64 model keeps a float64 cache.",
+            hint="Return (k, v) as computed."),
+    Mistake("kv_heads_not_checked", "num_heads not divisible by num_kv_heads accepted",
+            (("if num_kv_heads < 1 or num_heads % num_kv_heads:", "if num_kv_heads < 1:"),),
+            explain="Query heads are grouped evenly over the key/value heads: num_heads % num_kv_heads must be 0.",
+            hint="if num_kv_heads < 1 or num_heads % num_kv_heads: raise ValueError(...)."),
+)
+
+
+def _fit(cfg, variant):
+    H = variant["Hkv"] * variant["G"]
+    d = 2 * max(2, cfg["dq"] // 2)
+    P = cfg["Tk"] if variant["cache"] else 0
+    return {**cfg, **variant, "H": H, "d": d, "E": H * d, "T": cfg["Tq"], "P": P, "S": P + cfg["Tq"]}
+
+
+def _ctor(c):
+    return {"embed_dim": c["E"], "num_heads": c["H"], "num_kv_heads": None if c["G"] == 1 else c["Hkv"],
+            "rope_base": c["base"]}
+
+
+def _params(c):
+    E, kv = c["E"], c["Hkv"] * c["d"]
+    return {"W_q.weight": (E, E), "W_k.weight": (kv, E), "W_v.weight": (kv, E), "W_o.weight": (E, E)}
+
+
+def _inputs(cfg, gen):
+    """x (B, T, E); cache None (P = 0) or (k, v), each (B, Hkv, P, d), standard normal."""
+    x = torch.randn(cfg["B"], cfg["T"], cfg["E"], generator=gen, dtype=torch.float64)
+    if cfg["P"] == 0:
+        return [x, None]
+    shape = (cfg["B"], cfg["Hkv"], cfg["P"], cfg["d"])
+    return [x, (torch.randn(*shape, generator=gen, dtype=torch.float64), torch.randn(*shape, generator=gen, dtype=torch.float64))]
+
+
+def _amplify(args, state, cfg):
+    """Scale W_q, W_k and the cached keys so that every |q . k| / sqrt(d) is at most 1e4 (RoPE keeps norms:
+    |score| <= |q| |k| / sqrt(d)), the largest within a few times of it."""
+    x, cache = args
+    d, H, Hkv = cfg["d"], cfg["H"], cfg["Hkv"]
+    q = (x @ state["W_q.weight"].T).unflatten(-1, (H, d)).norm(dim=-1).max()
+    k = (x @ state["W_k.weight"].T).unflatten(-1, (Hkv, d)).norm(dim=-1).max()
+    if cache is not None:
+        k = torch.maximum(k, cache[0].norm(dim=-1).max())
+    root = (SCORE_BOUND / (q * k / d ** 0.5)) ** 0.5
+    state["W_q.weight"].mul_(root)
+    state["W_k.weight"].mul_(root)
+    if cache is not None:
+        cache[0].mul_(root)
+
+
+ZH = {
+    "title": "因果自注意力（RoPE、GQA、KV 缓存）",
+    "summary": "LLaMA 式解码器的注意力：RoPE、分组查询头和 KV 缓存；分段解码与一次计算结果相同。",
+    "hints": (
+        "新 token 的位置是 P..P+T-1，P 是缓存长度（没有缓存时为 0）。q 和 k 用 apply_rope 旋转（interleaved=False），"
+        "再把新的 k、v 接在缓存后面，返回新的缓存；给定的缓存不要修改。",
+        "查询头 n 使用键/值头 n // G：k.repeat_interleave(G, dim=1) 在这里是允许的。新 token t 可以看到键 j <= P + t："
+        "torch.ones(T, P+T).tril(P)。缩放用 1/sqrt(d)，d = E // H。",
+        "几乎就是答案了：q = rope(W_q(x) 拆成 (B, H, T, d))；k = rope(W_k(x) 拆成 (B, Hkv, T, d))；k, v = cat(缓存, 新的)；"
+        "scores = q @ repeat_interleave(k)^T / sqrt(d)，按 tril(P) 屏蔽；output = W_o(拼接各头的 softmax(scores) @ v)。",
+    ),
+    "class_doc": "LLaMA 式解码器的注意力：RoPE、分组查询头（Hkv 个键/值头）和 KV 缓存。",
+    "statements": (
+        "E = embed_dim，H = num_heads，Hkv = num_kv_heads（默认 H），d = E // H。E % H != 0、num_kv_heads < 1、\n"
+        "H % Hkv != 0 或 d 为奇数时抛出 ValueError。恰好这些参数，没有偏置：W_q = nn.Linear(E, E)，\n"
+        "W_k = nn.Linear(E, Hkv*d)，W_v = nn.Linear(E, Hkv*d)，W_o = nn.Linear(E, E)。头 n 使用投影的特征 n*d:(n+1)*d。\n"
+        "注册的 buffer 都必须是 persistent=False。",
+        "x (B, T, E) 是 T 个新 token；cache 为 None（P = 0）或 (k, v)，各为 (B, Hkv, P, d)：之前 P 个 token 旋转后的键和值。\n"
+        "新 token 位于 P..P+T-1；查询和键按 apply_rope(..., interleaved=False, base=rope_base) 旋转；新 token t 关注\n"
+        "所有之前的 token 和不晚于自己的新 token；查询头 n 使用键/值头 n // (H // Hkv)；各头按顺序拼接，再经过 W_o：\n"
+        "output (B, T, E)。返回的缓存是 (cat(k_past, k_new), cat(v_past, v_new))，各为 (B, Hkv, P+T, d)；给定的缓存\n"
+        "永远不被修改。把一个序列分成任意的预填充和若干次后续调用，输出和最终缓存都与一次调用相同。",
+    ),
+    "mistakes": {
+        "causal_top_left": ("因果掩码左上对齐：有缓存时新 token 看不到之前的 token",
+                            "新 token t 位于位置 P + t，可以看到所有缓存的 token 和不晚于自己的新 token：键 j <= P + t 时允许（右下对齐）。"
+                            "tril(0) 忽略了 P 个缓存的 token。",
+                            "写成：torch.ones(T, P + T, dtype=torch.bool).tril(P)。"),
+        "positions_not_offset": ("新 token 从位置 0 开始旋转，而不是从 P（缓存长度）",
+                                 "有 P 个缓存 token 时，新 token 位于 P..P+T-1：从 0 开始旋转会让解码出的 token 看起来像序列的第一个。",
+                                 "positions = torch.arange(P, P + T)，P = cache[0].shape[-2]（没有缓存时为 0）。"),
+        "unrotated_cache": ("在 RoPE 之前缓存键（每次调用都把整个缓存旋转一遍）",
+                            "约定中的缓存存的是旋转后的键：每个键在计算出来时按自己的位置旋转一次。缓存未旋转的键会得到别的解码器无法使用的缓存，"
+                            "而且每一步都要重新旋转全部 P+T 个键。",
+                            "在把新的 k 接到缓存之前，先按新位置旋转它。"),
+        "values_rotated": ("对 values 也做了 RoPE", "RoPE 把位置编码进分数 q . k；values 承载内容，从不旋转。", "只旋转查询和键。"),
+        "interleaved_rope": ("RoPE 用了 interleaved 配对，而不是 rotate-half",
+                             "这个模块用 rotate-half 配对 (i, i + d/2)，和 Hugging Face 的 LLaMA 一样（interleaved=False）。",
+                             "apply_rope(..., interleaved=False)，即默认值。"),
+        "head_mod_mapping": ("用 repeat 平铺键/值头（头 n -> n % Hkv）", "查询头 n 使用键/值头 n // G（连续分组）：用 repeat_interleave，不是 repeat。",
+                             "写成：k.repeat_interleave(G, dim=1)。"),
+        "wk_sized_E": ("W_k 和 W_v 的大小是 E，而不是 Hkv * d",
+                       "分组查询时键和值只有 Hkv 个头、每个 d 个特征：W_k 和 W_v 把 E 映射到 Hkv * d，这正是要点（KV 缓存小 G 倍）。",
+                       "写成：nn.Linear(E, num_kv_heads * d, bias=False)。"),
+        "scale_by_sqrt_E": ("分数按 1/sqrt(E) 缩放，而不是 1/sqrt(d)", "每个头的分数是 d 个特征的点积：缩放因子是 1/sqrt(d)，d = E // H。",
+                            "除以 math.sqrt(d)，d 是每个头的维度。"),
+        "no_causal_mask": ("没有因果掩码：新 token 关注了更晚的新 token",
+                           "解码器的 token 不能看到未来：有 T 个新 token 时，token t 只能看到缓存和新 token 0..t。没有掩码时，一次调用整个序列"
+                           "与逐个 token 解码的结果不同。",
+                           "当 j > P + t 时屏蔽键 j。"),
+        "cache_float32": ("返回的缓存被转成了 float32", "缓存以输入的 dtype 保存键和值：float64 模型保持 float64 缓存。", "按计算结果返回 (k, v)。"),
+        "kv_heads_not_checked": ("接受了不能被 num_kv_heads 整除的 num_heads", "查询头要平均分到各个键/值头上：num_heads % num_kv_heads 必须为 0。",
+                                 "写成：if num_kv_heads < 1 or num_heads % num_kv_heads: raise ValueError(...)。"),
+    },
+}
+
+
+PROBLEM = Problem(
+    id="causal_self_attention",
+    title="Causal self-attention with RoPE, GQA and a KV cache",
+    summary="A LLaMA-style decoder's attention: RoPE, grouped-query heads, a KV cache; decoding in steps equals one call.",
+    symbol="CausalSelfAttention",
+    points={"parameters": 1, "shapes": 1, "parity_float64": 3, "parity_float32": 1, "kv_cache": 3, "gradients": 2,
+            "stability": 1, "side_effects": 1, "cuda": 1, "cuda_half": 1},
+    hints=(
+        "New tokens sit at positions P..P+T-1, P the cache length (0 without a cache). Rotate q and k with apply_rope "
+        "(interleaved=False), then append the new k and v to the cache and return it; never modify the given cache.",
+        "Query head n uses key/value head n // G: k.repeat_interleave(G, dim=1) is allowed here. New token t sees key "
+        "j <= P + t: torch.ones(T, P+T).tril(P). Scale by 1/sqrt(d), d = E // H.",
+        "q = rope(W_q(x) as (B, H, T, d)); k = rope(W_k(x) as (B, Hkv, T, d)); k, v = cat(cache, new); scores = q @ "
+        "repeat_interleave(k)^T / sqrt(d), masked by tril(P); output = W_o(heads of softmax(scores) @ v, concatenated).",
+    ),
+    class_doc="The attention of a LLaMA-style decoder: RoPE, grouped-query heads (Hkv key/value heads) and a KV cache.",
+    methods=(
+        Method(
+            signature="def __init__(self, embed_dim, num_heads, num_kv_heads=None, rope_base=10000.0):",
+            statement=(
+                "E = embed_dim, H = num_heads, Hkv = num_kv_heads (H by default), d = E // H. E % H != 0,\n"
+                "num_kv_heads < 1, H % Hkv != 0 or an odd d raise ValueError. Exactly these parameters, no biases:\n"
+                "W_q = nn.Linear(E, E), W_k = nn.Linear(E, Hkv*d), W_v = nn.Linear(E, Hkv*d), W_o = nn.Linear(E, E).\n"
+                "Head n uses features n*d:(n+1)*d of a projection. Any buffer you register is persistent=False."
+            ),
+            args=(("embed_dim", "E"), ("num_heads", "H"), ("num_kv_heads", "Hkv, H by default"),
+                  ("rope_base", "RoPE's base, 10000.0 by default")),
+        ),
+        Method(
+            signature="def forward(self, x, cache=None):",
+            statement=(
+                "x (B, T, E) holds T new tokens; cache is None (P = 0) or (k, v), each (B, Hkv, P, d): the rotated keys\n"
+                "and the values of the P earlier tokens. The new tokens sit at positions P..P+T-1; their queries and\n"
+                "keys are rotated as apply_rope(..., interleaved=False, base=rope_base); new token t attends to every\n"
+                "earlier token and to new tokens up to itself; query head n uses key/value head n // (H // Hkv); heads\n"
+                "are concatenated in order, then W_o: output (B, T, E). The returned cache is (cat(k_past, k_new),\n"
+                "cat(v_past, v_new)), each (B, Hkv, P+T, d); the given cache is never modified. Splitting a sequence\n"
+                "into a prefill and later calls gives the same outputs and final cache as one call."
+            ),
+            args=(Arg("x", "(B, T, E)", "tensor"), Arg("cache", "None, or (k, v), each (B, Hkv, P, d)", "cache")),
+            returns=(Out("output", "(B, T, E)", "values"), Out("k", "(B, Hkv, S, d), S = P + T: the keys, rotated", "cache"),
+                     Out("v", "(B, Hkv, S, d): the values", "cache")),
+        ),
+    ),
+    imports="import torch\nfrom torch import nn\n\nfrom .rope import apply_rope\n",
+    requires=("rope",),
+    ctor=_ctor,
+    ctor_required=2,
+    variants=({"Hkv": 2, "G": 2, "cache": True, "base": 10000.0}, {"Hkv": 1, "G": 3, "cache": False, "base": 10000.0},
+              {"Hkv": 2, "G": 1, "cache": True, "base": 500.0}),
+    fit=_fit,
+    params=_params,
+    inputs=_inputs,
+    amplify=_amplify,
+    ctor_errors=(
+        ({"embed_dim": 10, "num_heads": 3}, "embed_dim not divisible by num_heads", ()),
+        ({"embed_dim": 8, "num_heads": 2, "num_kv_heads": 0}, "num_kv_heads < 1", ()),
+        ({"embed_dim": 12, "num_heads": 3, "num_kv_heads": 2}, "num_heads not divisible by num_kv_heads", ()),
+        ({"embed_dim": 6, "num_heads": 2}, "an odd head size d = 3", ()),
+    ),
+    mistakes=MISTAKES,
+    banned=LLM_BANNED,
+    track="LLM",
+    after=("grouped_query_attention",),
+    zh=ZH,
+)

@@ -1,0 +1,250 @@
+"""Spec: the FlashAttention forward pass: tiles, an online softmax, (output, lse), causal aligned bottom right."""
+import torch
+
+from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
+from ._common import LLM_BANNED, negative_qk, scale_scores
+
+ACC = "acc = acc * alpha[..., None] + p @ v"
+SUM = "l = l * alpha + p.sum(-1)"
+ALLOWED = "allowed = k_pos[None, :] <= q_pos[:, None] + shift"
+K_END = "k_end = min(Tk, q0 + bq + shift) if is_causal else Tk"
+K_LOOP = "for k0 in range(0, max(k_end, 0), block_k):"
+LSE = 'lses.append(torch.where(empty, torch.full_like(m, float("-inf")), m + torch.log(l)))'
+RETURN = "return torch.cat(outs, dim=-2).to(queries.dtype), torch.cat(lses, dim=-1).to(queries.dtype)"
+OUT = "outs.append(acc / torch.where(empty, torch.ones_like(l), l)[..., None])"
+
+MISTAKES = (
+    Mistake("no_rescale_acc", "the accumulator not rescaled when the running max changes",
+            ((ACC, "acc = acc + p @ v"),),
+            explain="Each key block's p = exp(s - m_new) is relative to the new running max; what acc already holds "
+                    "was summed relative to the old one and must be multiplied by exp(m_old - m_new) first.",
+            hint="alpha = exp(m_old - m_new); acc = acc * alpha[..., None] + p @ v (and the same for the sum)."),
+    Mistake("no_rescale_sum", "the running sum not rescaled when the running max changes",
+            ((SUM, "l = l + p.sum(-1)"),),
+            explain="The running sum of exponentials is relative to the running max, like the accumulator: when the "
+                    "max grows, the old sum must shrink by exp(m_old - m_new).",
+            hint="l = l * alpha + p.sum(-1), alpha = exp(m_old - m_new)."),
+    Mistake("lse_without_max", "lse = log(sum) without adding the running max back",
+            ((LSE, LSE.replace("m + torch.log(l)", "torch.log(l)")),),
+            explain="The running sum is of exp(s - m): its log is logsumexp(s) - m, so lse = m + log(l).",
+            hint="lse = m + torch.log(l)."),
+    Mistake("causal_top_left", "causal mask aligned to the top left (j <= i) instead of the bottom right",
+            ((ALLOWED, "allowed = k_pos[None, :] <= q_pos[:, None]"), (K_END, "k_end = min(Tk, q0 + bq) if is_causal else Tk")),
+            explain="With Tq != Tk the queries are the last Tq positions of the Tk keys (decoding with a cache, "
+                    "FlashAttention 2): query i sees key j when j <= i + (Tk - Tq). F.scaled_dot_product_attention's "
+                    "is_causal aligns top left instead; they agree only when Tq == Tk.",
+            hint="allowed = k_pos <= q_pos + (Tk - Tq)."),
+    Mistake("last_block_dropped", "the last, partial key block dropped",
+            ((K_LOOP, "for k0 in range(0, max(k_end, 0) - block_k + 1, block_k):"),),
+            explain="When block_k does not divide Tk the last block is shorter; a loop over whole blocks only never "
+                    "reaches the last keys.",
+            hint="for k0 in range(0, Tk, block_k): keys[..., k0:k0 + block_k, :] (slicing stops at Tk by itself)."),
+    Mistake("full_scores", "the full (Tq, Tk) score matrix built (one block for everything)",
+            (("    Tk, dv = keys.shape[-2], values.shape[-1]\n",
+              "    Tk, dv = keys.shape[-2], values.shape[-1]\n    block_q, block_k = max(Tq, 1), max(Tk, 1)\n"),),
+            explain="The point of tiling is never to hold more than one block of scores: the values are right, but the "
+                    "memory is what FlashAttention exists to save.",
+            hint="Loop over query blocks of block_q rows and key blocks of block_k keys; keep only running statistics."),
+    Mistake("max_init_zero", "running max started at 0 instead of -inf",
+            (('m = torch.full(q.shape[:-1], float("-inf"), dtype=work, device=queries.device)',
+              "m = torch.zeros(q.shape[:-1], dtype=work, device=queries.device)"),),
+            explain="With every score far below 0 (say -1e4) a max that starts at 0 makes every exp(s - m) underflow to "
+                    "0: the sum is 0 and the row comes out NaN.",
+            hint="m starts at -inf; guard exp(s - m) for rows whose max is still -inf."),
+    Mistake("no_scaling", "scores not scaled by 1/sqrt(d)", (("s = (q @ k.transpose(-2, -1)) * scale", "s = q @ k.transpose(-2, -1)"),),
+            explain="Scores are q . k / sqrt(d), in the output and in the lse alike.",
+            hint="s = q @ k^T * d**-0.5."),
+    Mistake("lse_plus_inf", "lse +inf on a row with no allowed key",
+            ((LSE, LSE.replace('float("-inf")', 'float("inf")')),),
+            explain="The logsumexp of no terms is -inf. FlashAttention 2's kernels store +inf there as an internal "
+                    "convention; the contract wants -inf.",
+            hint="lse = -inf where the running sum is 0."),
+    Mistake("empty_rows_nan", "rows with no allowed key come out NaN (0 / 0)",
+            ((OUT, "outs.append(acc / l[..., None])"),),
+            explain="A query with no allowed key (causal with Tq > Tk) has a running sum of 0: dividing gives NaN; its "
+                    "output must be 0.",
+            hint="Divide by l where l > 0 and leave the row at 0 elsewhere."),
+    Mistake("lse_keepdim", "lse returned with a trailing axis of 1: (..., Tq, 1)",
+            ((RETURN, RETURN.replace("torch.cat(lses, dim=-1)", "torch.cat(lses, dim=-1)[..., None]")),),
+            explain="lse has one number per query row, (..., Tq), like the output without its feature axis; kept as "
+                    "(..., Tq, 1) (keepdim=True) it no longer matches what a backward pass indexes.",
+            hint="torch.logsumexp(..., dim=-1) without keepdim; m + log(l) with m and l of shape (..., bq)."),
+    Mistake("lse_float32", "lse returned as float32 whatever the inputs' dtype (as FlashAttention's kernels do)",
+            ((RETURN, RETURN.replace("torch.cat(lses, dim=-1).to(queries.dtype)", "torch.cat(lses, dim=-1).float()")),),
+            explain="The kernels keep their statistics in float32 and return lse so; the contract returns both outputs "
+                    "in the inputs' dtype (float64 inputs keep float64 precision).",
+            hint="Return lse.to(queries.dtype)."),
+    Mistake("blocks_not_checked", "block sizes below 1 accepted",
+            (("    if block_q < 1 or block_k < 1:\n", "    if False:\n"),),
+            explain="A block of 0 or fewer rows or keys covers nothing; the contract raises ValueError.",
+            hint="if block_q < 1 or block_k < 1: raise ValueError(...)."),
+)
+
+
+def _fit(cfg, variant):
+    rank = variant["rank"]
+    cfg = {**cfg, **variant, "dk": cfg["dq"], "lead": ["B", "H"][: rank - 2]}
+    return {**cfg, "B": 1} if rank == 2 else cfg
+
+
+def _inputs(cfg, gen):
+    """queries (..., Tq, d), keys (..., Tk, d), values (..., Tk, dv), standard normal."""
+    lead = [cfg[n] for n in cfg["lead"]]
+    shapes = [(*lead, cfg["Tq"], cfg["dq"]), (*lead, cfg["Tk"], cfg["dq"]), (*lead, cfg["Tk"], cfg["dv"])]
+    return [torch.randn(*s, generator=gen, dtype=torch.float64) for s in shapes]
+
+
+def _trailing(cfg):
+    return [] if (cfg["block_q"], cfg["block_k"]) == (64, 64) else [cfg["block_q"], cfg["block_k"]]
+
+
+def _amplify(args, state, cfg):
+    """Scale queries and keys so that the largest |score| is exactly 1e4."""
+    scores = args[0] @ args[1].transpose(-2, -1) / args[0].shape[-1] ** 0.5
+    scale_scores(args, SCORE_BOUND / scores.abs().max())
+
+
+def _oracle(call):
+    """F.scaled_dot_product_attention with the bottom-right causal mask, and torch.logsumexp of the scaled scores"""
+    q, k, v, causal = (list(call["args"]) + [False])[:4]  # is_causal may be left to its default
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    mask = torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq) if causal else None
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return [torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask), torch.logsumexp(scores, -1)]
+
+
+BLOCKS = ((2, 3), (3, 2), (1, 1), (4, 64))
+"""Block sizes of extra calls: config 0's prime Tq and Tk (5 or more) leave a partial last block on both axes."""
+
+
+def _memory_fit(cfg):
+    """Dims where the (Tq, Tk) scores, or a (Tq, Tk) mask, or keys padded to a multiple of 8, exceed the bound."""
+    return {**cfg, "B": 2, "H": 1, "Tq": 61, "Tk": 67, "dq": 8, "dk": 8, "dv": 8}
+
+
+def _memory(cfg, args):
+    """Blocks of 8 by 8, causal and not: max(S, L*block_q*max(block_k, d, dv)) elements, S the largest input or output."""
+    L = args[0].numel() // (cfg["Tq"] * cfg["dq"])
+    S = max(max(a.numel() for a in args[:3]), L * cfg["Tq"] * cfg["dv"])
+    allowed = max(S, L * 8 * max(8, cfg["dq"], cfg["dv"]))
+    return [({"is_causal": causal, "block_q": 8, "block_k": 8}, allowed) for causal in (False, True)]
+
+
+ZH = {
+    "title": "FlashAttention 前向",
+    "summary": "分块计算注意力，在线 softmax，返回 (output, lse)；因果掩码右下对齐。",
+    "hints": (
+        "按 block_q 行一块遍历查询，对每个查询块按 block_k 个键一块遍历键。每一行维护运行最大值 m、指数和 l 和累加器 acc。",
+        "新的键块到来时：m_new = max(m, 块内最大值)，alpha = exp(m - m_new)，l = l * alpha + sum(exp(s - m_new))，"
+        "acc = acc * alpha + exp(s - m_new) @ v。最后 output = acc / l，lse = m + log(l)。因果掩码用块内的位置构造：j <= i + (Tk - Tq)。",
+        "几乎就是答案了：m 从 -inf 开始；m_safe = where(isfinite(m_new), m_new, 0) 防止 -inf - (-inf)；"
+        "没有可关注键的行（l == 0）输出 0、lse 为 -inf；最后一块可能不满，用切片处理，不要填充。",
+    ),
+    "statements": (
+        "output = softmax(q k^T / sqrt(d)) v（只在可关注的键上），lse = 每行缩放后分数在可关注键上的 logsumexp。\n"
+        "is_causal：查询 i 可关注键 j 当且仅当 j <= i + (Tk - Tq)（右下对齐）。没有可关注键的行输出 0，lse 为 -inf。\n"
+        "按 block_q 行和 block_k 个键分块计算，在线 softmax；前向中任何运算分配的张量都不超过\n"
+        "max(S, L*block_q*max(block_k, d, dv)) 个元素（S 为最大的输入或输出）。block_q < 1 或 block_k < 1 时抛出\n"
+        "ValueError。结果不依赖于块大小（舍入误差除外）。不要调用 F.scaled_dot_product_attention。",
+    ),
+    "mistakes": {
+        "no_rescale_acc": ("运行最大值变化时没有重新缩放累加器",
+                           "每个键块的 p = exp(s - m_new) 是相对于新的运行最大值的；acc 里已有的部分是相对旧最大值求和的，"
+                           "必须先乘以 exp(m_old - m_new)。",
+                           "alpha = exp(m_old - m_new)；acc = acc * alpha[..., None] + p @ v（指数和也一样）。"),
+        "no_rescale_sum": ("运行最大值变化时没有重新缩放指数和",
+                           "指数和和累加器一样是相对运行最大值的：最大值变大时，旧的和要乘以 exp(m_old - m_new)。",
+                           "写成：l = l * alpha + p.sum(-1)，alpha = exp(m_old - m_new)。"),
+        "lse_without_max": ("lse = log(和)，没有加回运行最大值",
+                            "指数和是 exp(s - m) 的和：它的对数是 logsumexp(s) - m，所以 lse = m + log(l)。",
+                            "写成：lse = m + torch.log(l)。"),
+        "causal_top_left": ("因果掩码左上对齐（j <= i），而不是右下对齐",
+                            "Tq != Tk 时，查询是 Tk 个键中的最后 Tq 个位置（带缓存的解码、FlashAttention 2）：查询 i 可关注键 j 当且仅当 "
+                            "j <= i + (Tk - Tq)。F.scaled_dot_product_attention 的 is_causal 是左上对齐，只有 Tq == Tk 时两者一致。",
+                            "写成：allowed = k_pos <= q_pos + (Tk - Tq)。"),
+        "last_block_dropped": ("丢掉了最后一个不满的键块",
+                               "block_k 不能整除 Tk 时最后一块更短；只遍历完整块的循环永远到不了最后几个键。",
+                               "for k0 in range(0, Tk, block_k)：keys[..., k0:k0 + block_k, :]（切片自己会停在 Tk）。"),
+        "full_scores": ("构造了完整的 (Tq, Tk) 分数矩阵（一个块包含全部）",
+                        "分块的意义就是任何时候只保留一个块的分数：数值是对的，但省下内存正是 FlashAttention 存在的理由。",
+                        "按 block_q 行的查询块和 block_k 个键的键块循环，只保留运行统计量。"),
+        "max_init_zero": ("运行最大值从 0 开始，而不是 -inf",
+                          "当所有分数都远低于 0（比如 -1e4）时，从 0 开始的最大值会让每个 exp(s - m) 下溢为 0：和为 0，这一行变成 NaN。",
+                          "m 从 -inf 开始；对最大值仍为 -inf 的行保护 exp(s - m)。"),
+        "no_scaling": ("分数没有乘以 1/sqrt(d)", "分数是 q . k / sqrt(d)，输出和 lse 都一样。", "写成：s = q @ k^T * d**-0.5。"),
+        "lse_plus_inf": ("没有可关注键的行 lse 为 +inf",
+                         "空求和的 logsumexp 是 -inf。FlashAttention 2 的内核在那里存 +inf 是内部约定；这里的约定要求 -inf。",
+                         "运行和为 0 的地方 lse = -inf。"),
+        "empty_rows_nan": ("没有可关注键的行变成 NaN（0 / 0）",
+                           "没有可关注键的查询（因果且 Tq > Tk）运行和为 0：相除得到 NaN；它的输出必须是 0。",
+                           "只在 l > 0 的地方相除，其他行保持为 0。"),
+        "lse_keepdim": ("lse 多了一个长度为 1 的尾轴：(..., Tq, 1)",
+                        "lse 每个查询行一个数，形状 (..., Tq)；保留成 (..., Tq, 1)（keepdim=True）就和反向传播的索引方式对不上了。",
+                        "torch.logsumexp(..., dim=-1) 不要 keepdim；m + log(l)，m 和 l 的形状是 (..., bq)。"),
+        "lse_float32": ("无论输入是什么 dtype，lse 都以 float32 返回（FlashAttention 的内核就是这样）",
+                        "内核用 float32 保存统计量并以 float32 返回 lse；这里的约定是两个输出都用输入的 dtype（float64 输入保持 float64 精度）。",
+                        "返回 lse.to(queries.dtype)。"),
+        "blocks_not_checked": ("接受了小于 1 的块大小", "0 行或更少的块什么也覆盖不了；约定要求抛出 ValueError。",
+                               "写成：if block_q < 1 or block_k < 1: raise ValueError(...)。"),
+    },
+}
+
+
+PROBLEM = Problem(
+    id="flash_attention",
+    title="FlashAttention forward",
+    summary="Attention in tiles with an online softmax, returning (output, lse); causal aligned to the bottom right.",
+    symbol="flash_attention",
+    points={"shapes": 1, "parity_float64": 3, "parity_float32": 1, "oracle": 2, "block_invariance": 2, "gradients": 1,
+            "stability": 1, "side_effects": 1, "memory": 2, "value_errors": 1, "cuda": 1, "cuda_half": 1},
+    hints=(
+        "Loop over query blocks of block_q rows and, for each, over key blocks of block_k keys. Keep per row a "
+        "running max m, a running sum l of exponentials and an accumulator acc.",
+        "When a key block arrives: m_new = max(m, block max), alpha = exp(m - m_new), l = l * alpha + sum(exp(s - "
+        "m_new)), acc = acc * alpha + exp(s - m_new) @ v. At the end output = acc / l, lse = m + log(l). Build the "
+        "causal mask from the block's positions: j <= i + (Tk - Tq).",
+        "m starts at -inf; m_safe = where(isfinite(m_new), m_new, 0) avoids -inf - (-inf); rows with no allowed key "
+        "(l == 0) give output 0 and lse -inf; the last block may be partial: slice, never pad.",
+    ),
+    methods=(
+        Method(
+            signature="def flash_attention(queries, keys, values, is_causal=False, block_q=64, block_k=64):",
+            statement=(
+                "output = softmax(q k^T / sqrt(d)) v over the allowed keys; lse = logsumexp of each row's scaled\n"
+                "scores over its allowed keys. is_causal: key j is allowed for query i when j <= i + (Tk - Tq)\n"
+                "(aligned to the bottom right). A row with no allowed key has output 0 and lse -inf.\n"
+                "Computed in blocks of block_q queries and block_k keys with an online softmax: during the call no\n"
+                "tensor an operation allocates has more than max(S, L*block_q*max(block_k, d, dv)) elements (S the\n"
+                "largest input or output). block_q < 1 or block_k < 1 raises ValueError. Results do not depend on\n"
+                "the block sizes beyond rounding. Do not call F.scaled_dot_product_attention."
+            ),
+            args=(Arg("queries", "(..., Tq, d)", "query"), Arg("keys", "(..., Tk, d)", "key"),
+                  Arg("values", "(..., Tk, dv)", "value"),
+                  Arg("is_causal", "bool: key j allowed for query i when j <= i + (Tk - Tq)", "causal"),
+                  Arg("block_q", "queries per block (>= 1)", "scalar"), Arg("block_k", "keys per block (>= 1)", "scalar")),
+            returns=(Out("output", "(..., Tq, dv)", "values"), Out("lse", "(..., Tq), -inf on a row with no allowed key", "lse")),
+        ),
+    ),
+    variants=({"rank": 3, "block_q": 64, "block_k": 64}, {"rank": 4, "block_q": 2, "block_k": 3},
+              {"rank": 2, "block_q": 3, "block_k": 2}),
+    fit=_fit,
+    inputs=_inputs,
+    trailing=_trailing,
+    amplify=_amplify,
+    negative=negative_qk,
+    blocks=lambda cfg: tuple({"block_q": bq, "block_k": bk} for bq, bk in BLOCKS),
+    call_errors=lambda cfg: (({"block_q": 0}, "block_q = 0", ()), ({"block_k": -2}, "block_k = -2", ())),
+    mistakes=MISTAKES,
+    oracle=_oracle,
+    banned=LLM_BANNED,
+    memory=_memory,
+    memory_fit=_memory_fit,
+    memory_words={"bound": "max(S, L*block_q*max(block_k, d, dv))", "tensor": "the full (Tq, Tk) score matrix or mask",
+                  "advice": "Keep one block of scores at a time; build each block's causal mask from its positions and "
+                            "slice partial last blocks (padding an input copies it)"},
+    track="LLM",
+    after=("scaled_dot_product_attention",),
+    zh=ZH,
+)

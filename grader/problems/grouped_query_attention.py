@@ -1,0 +1,204 @@
+"""Spec: grouped-query attention (MQA and MHA as its extremes), keys and values never repeated per head."""
+import torch
+
+from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
+from ._common import (
+    LLM_BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, negative_qk, scale_scores,
+)
+
+Q = "q = queries.reshape(B, Hkv, G * Tq, d)"
+SCORES = "scores = q @ keys.transpose(-2, -1) / d**0.5"
+BACK = "scores = scores.reshape(B, Hq, Tq, Tk)"
+OUT = "output = weights.reshape(B, Hkv, G * Tq, Tk) @ values"
+RET = "return output.reshape(B, Hq, Tq, -1), weights"
+
+MISTAKES = BOOLEAN_MASK_MISTAKES + (
+    Mistake("head_mod_mapping", "query head n paired with key/value head n % Hkv instead of n // G",
+            ((Q, "q = queries.reshape(B, G, Hkv, Tq, d).transpose(1, 2).reshape(B, Hkv, G * Tq, d)"),
+             (BACK, "scores = scores.reshape(B, Hkv, G, Tq, Tk).transpose(1, 2).reshape(B, Hq, Tq, Tk)"),
+             (OUT, "output = weights.reshape(B, G, Hkv, Tq, Tk).transpose(1, 2).reshape(B, Hkv, G * Tq, Tk) @ values"),
+             (RET, "return output.reshape(B, Hkv, G, Tq, -1).transpose(1, 2).reshape(B, Hq, Tq, -1), weights")),
+            explain="Groups are consecutive: query heads 0..G-1 share key/value head 0, heads G..2G-1 head 1, and so on "
+                    "(head n reads n // G, the convention of repeat_interleave and of enable_gqa=True). n % Hkv deals "
+                    "the heads out in turn instead.",
+            hint="Query head n uses key/value head n // G: queries.reshape(B, Hkv, G, Tq, d) groups them that way."),
+    Mistake("repeat_not_interleave", "keys and values tiled with repeat (head n -> n % Hkv), a copy per query head",
+            ((Q, "q = queries"), (SCORES, "scores = q @ keys.repeat(1, G, 1, 1).transpose(-2, -1) / d**0.5"),
+             (OUT, "output = weights @ values.repeat(1, G, 1, 1)")),
+            explain="keys.repeat(1, G, 1, 1) lays the heads out as 0, 1, .., Hkv-1, 0, 1, ..: query head n meets key head "
+                    "n % Hkv, not n // G; and it copies every key and value once per query head.",
+            hint="Do not copy K/V: fold the group into the query axis (queries.reshape(B, Hkv, G * Tq, d))."),
+    Mistake("kv_repeated", "keys and values repeated per query head (repeat_interleave): right values, G times the memory",
+            ((Q, "q = queries"), (SCORES, "scores = q @ keys.repeat_interleave(G, dim=1).transpose(-2, -1) / d**0.5"),
+             (OUT, "output = weights @ values.repeat_interleave(G, dim=1)")),
+            explain="The point of GQA is a KV cache G times smaller: repeating K and V per query head (Hugging Face's "
+                    "repeat_kv) rebuilds the full-size copies during every call.",
+            hint="Reshape the queries to (B, Hkv, G*Tq, d) and multiply by the shared keys; reshape back afterwards."),
+    Mistake("no_scaling", "scores not scaled", ((SCORES, "scores = q @ keys.transpose(-2, -1)"),),
+            explain="Without 1/sqrt(d) the scores grow with d and the softmax saturates.",
+            hint="Divide q @ k^T by sqrt(d), d = queries.shape[-1]."),
+    Mistake("scale_by_dv", "scaled by the values' feature size instead of d",
+            ((SCORES, "scores = q @ keys.transpose(-2, -1) / values.shape[-1] ** 0.5"),),
+            explain="d is the size of the vectors being dotted (queries and keys), not of the values.",
+            hint="d = queries.shape[-1]."),
+    Mistake("softmax_wrong_axis", "softmax over queries (dim=-2) instead of keys",
+            (("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),
+             ("torch.softmax(filled, dim=-1)", "torch.softmax(filled, dim=-2)")),
+            explain="Each query distributes its attention over the keys: rows (the last axis) must sum to 1.",
+            hint="torch.softmax(scores, dim=-1)."),
+    Mistake("nan_rows", "rows with no allowed key come out NaN (-inf fill, no guard)",
+            ((FILL, 'filled = scores.masked_fill(~mask, float("-inf"))'), (MASKED, "weights = torch.softmax(filled, dim=-1)")),
+            explain="softmax of a row of -inf is 0/0 = NaN; the contract wants all zeros there.",
+            hint="Fill with torch.finfo(dtype).min, or zero those rows afterwards: weights * mask."),
+    Mistake("heads_not_checked", "Hq not divisible by Hkv accepted",
+            (("    if Hq % Hkv:\n", "    if False:\n"),),
+            explain="With Hq % Hkv != 0 the heads cannot be grouped evenly; the contract raises ValueError.",
+            hint="if Hq % Hkv: raise ValueError(...)."),
+    Mistake("library_call", "calls F.scaled_dot_product_attention(..., enable_gqa=True)",
+            ((RET, "return torch.nn.functional.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, "
+                   "enable_gqa=True), weights"),),
+            explain="That function is the grader's oracle, not yours to call: it is banned here, and on some paths it "
+                    "repeats K/V itself.",
+            hint="output = weights @ values, with the group folded into the query axis."),
+)
+
+
+def _fit(cfg, variant):
+    return {**cfg, **variant, "Hq": variant["Hkv"] * variant["G"], "dk": cfg["dq"], "d": cfg["dq"]}
+
+
+def _inputs(cfg, gen):
+    """queries (B, Hq, Tq, d), keys (B, Hkv, Tk, d), values (B, Hkv, Tk, dv), standard normal."""
+    B, Hq, Hkv, d = cfg["B"], cfg["Hq"], cfg["Hkv"], cfg["dq"]
+    shapes = [(B, Hq, cfg["Tq"], d), (B, Hkv, cfg["Tk"], d), (B, Hkv, cfg["Tk"], cfg["dv"])]
+    return [torch.randn(*s, generator=gen, dtype=torch.float64) for s in shapes]
+
+
+def _amplify(args, state, cfg):
+    """Scale queries and keys so that the largest |score| is exactly 1e4."""
+    q, k = args[0], args[1]
+    keys = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+    scores = q @ keys.transpose(-2, -1) / q.shape[-1] ** 0.5
+    scale_scores(args, SCORE_BOUND / scores.abs().max())
+
+
+def _oracle(call):
+    """torch.nn.functional.scaled_dot_product_attention(..., enable_gqa=True) (its weights: identity values)"""
+    q, k, v, mask = call["args"]
+    if mask is not None:
+        mask = mask.expand(*q.shape[:-1], k.shape[-2])
+    F = torch.nn.functional
+    eye = torch.eye(k.shape[-2], dtype=k.dtype).expand(*k.shape[:-1], k.shape[-2])
+    return [F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True),
+            F.scaled_dot_product_attention(q, k, eye, attn_mask=mask, enable_gqa=True)]
+
+
+def _memory_fit(cfg):
+    """Decoding-like dims: Tq < d, Tq < dv, Tq < Tk and B*Hkv >= 2, where a per-head copy of K or V exceeds the bound."""
+    return {**cfg, "B": 2, "Tq": 2, "Tk": 64, "dq": 32, "dk": 32, "d": 32, "dv": 48}
+
+
+def _memory(cfg, args):
+    """One call: max(S, B*Hq*Tq*Tk, B*Hq*Tq*dv) elements allowed, S the largest input (mask included)."""
+    S = max(a.numel() for a in args if isinstance(a, torch.Tensor))
+    B, Hq, Tq = cfg["B"], cfg["Hq"], cfg["Tq"]
+    return [({}, max(S, B * Hq * Tq * cfg["Tk"], B * Hq * Tq * cfg["dv"]))]
+
+
+ZH = {
+    "title": "分组查询注意力（GQA）",
+    "summary": "Hq 个查询头共享 Hkv 个键/值头（MQA 与 MHA 是两个极端），不按头复制键和值。",
+    "hints": (
+        "G = Hq // Hkv；查询头 n 使用键/值头 n // G（连续分组）。Hq 不能被 Hkv 整除时抛出 ValueError。",
+        "不要复制 K/V：把一组的 G 个查询头折进查询轴，queries.reshape(B, Hkv, G*Tq, d) @ keys.transpose(-2, -1)，"
+        "再把分数 reshape 回 (B, Hq, Tq, Tk)。掩码和 softmax 与缩放点积注意力相同。",
+        "几乎就是答案了：q = queries.reshape(B, Hkv, G*Tq, d)；scores = (q @ k^T / sqrt(d)).reshape(B, Hq, Tq, Tk)；"
+        "weights = softmax(填充后的 scores) * mask；output = (weights.reshape(B, Hkv, G*Tq, Tk) @ v).reshape(B, Hq, Tq, dv)。",
+    ),
+    "statements": (
+        "queries (B, Hq, Tq, d)，keys (B, Hkv, Tk, d)，values (B, Hkv, Tk, dv)；Hq % Hkv != 0 时抛出 ValueError。\n"
+        "查询头 n 使用键/值头 n // G，G = Hq // Hkv。mask 可以广播到 (B, Hq, Tq, Tk)，True = 可关注。\n"
+        "weights (B, Hq, Tq, Tk)，output (B, Hq, Tq, dv)，规则同缩放点积注意力。不要按查询头复制键和值：\n"
+        "前向过程中任何运算分配的张量都不超过 max(S, B*Hq*Tq*Tk, B*Hq*Tq*dv) 个元素，S 为最大的输入。\n"
+        "不要调用 F.scaled_dot_product_attention。",
+    ),
+    "mistakes": {
+        **BOOLEAN_MASK_MISTAKES_ZH,
+        "head_mod_mapping": ("查询头 n 配给了键/值头 n % Hkv，而不是 n // G",
+                             "分组是连续的：查询头 0..G-1 共享键/值头 0，G..2G-1 共享头 1，依此类推（头 n 读 n // G，"
+                             "即 repeat_interleave 和 enable_gqa=True 的约定）。n % Hkv 是轮流分配。",
+                             "查询头 n 使用键/值头 n // G：queries.reshape(B, Hkv, G, Tq, d) 就是这样分组的。"),
+        "repeat_not_interleave": ("用 repeat 平铺键和值（头 n -> n % Hkv），每个查询头一份拷贝",
+                                  "keys.repeat(1, G, 1, 1) 把头排成 0, 1, .., Hkv-1, 0, 1, ..：查询头 n 遇到的是键头 n % Hkv，"
+                                  "而不是 n // G；而且每个查询头都复制了一遍键和值。",
+                                  "不要复制 K/V：把分组折进查询轴（queries.reshape(B, Hkv, G * Tq, d)）。"),
+        "kv_repeated": ("按查询头重复了键和值（repeat_interleave）：数值对，内存却是 G 倍",
+                        "GQA 的意义在于 KV 缓存小 G 倍：按查询头重复 K 和 V（Hugging Face 的 repeat_kv）会在每次调用时重建全尺寸的拷贝。",
+                        "把查询 reshape 成 (B, Hkv, G*Tq, d) 再乘以共享的键；之后再 reshape 回去。"),
+        "no_scaling": ("分数没有缩放", "没有 1/sqrt(d) 时分数随 d 增大，softmax 饱和。", "把 q @ k^T 除以 sqrt(d)，d = queries.shape[-1]。"),
+        "scale_by_dv": ("按 values 的特征维度缩放，而不是 d", "d 是做点积的向量（查询和键）的维度，不是 values 的。", "写成：d = queries.shape[-1]。"),
+        "softmax_wrong_axis": ("softmax 在查询轴（dim=-2）上做，而不是在键轴上",
+                               "每个查询把注意力分配到各个键上：行（最后一维）之和必须为 1。", "写成：torch.softmax(scores, dim=-1)。"),
+        "nan_rows": ("没有可关注键的行变成 NaN（用 -inf 填充且没有保护）",
+                     "一整行 -inf 的 softmax 是 0/0 = NaN；约定要求这些行全为 0。",
+                     "用 torch.finfo(dtype).min 填充，或者事后把这些行清零：weights * mask。"),
+        "heads_not_checked": ("接受了不能被 Hkv 整除的 Hq", "Hq % Hkv != 0 时无法平均分组；约定要求抛出 ValueError。",
+                              "写成：if Hq % Hkv: raise ValueError(...)。"),
+        "library_call": ("调用了 F.scaled_dot_product_attention(..., enable_gqa=True)",
+                         "那个函数是评分器的参照，不是给你调用的：这里禁止使用它，而且它在某些路径上自己也会复制 K/V。",
+                         "output = weights @ values，把分组折进查询轴。"),
+    },
+}
+
+
+PROBLEM = Problem(
+    id="grouped_query_attention",
+    title="Grouped-query attention",
+    summary="Hq query heads share Hkv key/value heads (MQA and MHA at the extremes), without copying K/V per head.",
+    symbol="grouped_query_attention",
+    points={"shapes": 1, "weight_sums": 2, "parity_float64": 3, "parity_float32": 1, "oracle": 2, "gradients": 2,
+            "masking": 2, "stability": 1, "side_effects": 1, "memory": 2, "value_errors": 1, "cuda": 1, "cuda_half": 1},
+    hints=(
+        "G = Hq // Hkv; query head n uses key/value head n // G (consecutive groups). Hq not divisible by Hkv "
+        "raises ValueError.",
+        "Do not copy K/V: fold a group's G query heads into the query axis, queries.reshape(B, Hkv, G*Tq, d) @ "
+        "keys.transpose(-2, -1), then reshape the scores back to (B, Hq, Tq, Tk). Mask and softmax as in scaled "
+        "dot-product attention.",
+        "q = queries.reshape(B, Hkv, G*Tq, d); scores = (q @ k^T / sqrt(d)).reshape(B, Hq, Tq, Tk); weights = "
+        "softmax(filled scores) * mask; output = (weights.reshape(B, Hkv, G*Tq, Tk) @ v).reshape(B, Hq, Tq, dv).",
+    ),
+    methods=(
+        Method(
+            signature="def grouped_query_attention(queries, keys, values, mask=None):",
+            statement=(
+                "Query head n attends with key/value head n // G, G = Hq // Hkv (Hq % Hkv != 0 raises ValueError).\n"
+                "weights = softmax(q k^T / sqrt(d)) over the allowed keys, exactly 0 elsewhere, all zeros on a row\n"
+                "with no allowed key; output = weights @ values. Keys and values are not repeated per query head:\n"
+                "no tensor an operation allocates during the call has more than max(S, B*Hq*Tq*Tk, B*Hq*Tq*dv)\n"
+                "elements, S the largest input. Do not call F.scaled_dot_product_attention."
+            ),
+            args=(Arg("queries", "(B, Hq, Tq, d)", "query"), Arg("keys", "(B, Hkv, Tk, d)", "key"),
+                  Arg("values", "(B, Hkv, Tk, dv)", "value"), Arg("mask", MASK_DOC + ", up to (B, Hq, Tq, Tk)", "mask")),
+            returns=(Out("output", "(B, Hq, Tq, dv)", "values"), Out("weights", "(B, Hq, Tq, Tk)", "weights")),
+        ),
+    ),
+    variants=({"Hkv": 2, "G": 3}, {"Hkv": 1, "G": 4}, {"Hkv": 4, "G": 1}),
+    fit=_fit,
+    inputs=_inputs,
+    amplify=_amplify,
+    negative=negative_qk,
+    call_errors=lambda cfg: (({"keys": torch.zeros(cfg["B"], cfg["Hq"] + 1, cfg["Tk"], cfg["dq"], dtype=torch.float64),
+                               "values": torch.zeros(cfg["B"], cfg["Hq"] + 1, cfg["Tk"], cfg["dv"], dtype=torch.float64)},
+                              "Hq not divisible by Hkv", ()),),
+    mistakes=MISTAKES,
+    oracle=_oracle,
+    banned=LLM_BANNED,
+    memory=_memory,
+    memory_fit=_memory_fit,
+    memory_words={"bound": "max(S, B*Hq*Tq*Tk, B*Hq*Tq*dv)", "tensor": "a copy of keys or values per query head",
+                  "advice": "Keys and values must not be repeated per query head: fold the group into the query axis "
+                            "(queries.reshape(B, Hkv, G*Tq, d)) and reshape the results back"},
+    track="LLM",
+    after=("scaled_dot_product_attention",),
+    zh=ZH,
+)
