@@ -7,7 +7,7 @@ import torch
 
 
 def attention_backward(queries, keys, values, grad_output, is_causal=False):
-    """With O = softmax(q k^T / sqrt(d)) v over the allowed keys (causal rule of problem 11), return the
+    """With O = softmax(q k^T / sqrt(d)) v over the allowed keys (the causal rule of flash_attention), return the
     gradients of sum(O * grad_output) with respect to queries, keys and values, each of its input's
     shape, dtype and device. Rows with no allowed key contribute nothing. No automatic differentiation
     of any kind (Tensor.backward, torch.autograd.grad/backward, torch.autograd.functional, forward_ad,

@@ -21,7 +21,7 @@ from .problems import all_problems, get
 from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
 from .run.dropout import affine_map
 from .draw.groups import build
-from .draw.scenarios import as_reference
+from .draw.scenarios import as_reference, expected_call
 
 
 
@@ -111,7 +111,7 @@ def _reference_results(problem, seed: int, cuda: bool) -> dict:
     key = (problem.id, seed, cuda)
     if key not in _REFS:
         target = reference(problem)
-        _REFS[key] = {k: execute(as_reference(c.call), target) for k, c in _plan(problem, seed, cuda).items() if c.reference}
+        _REFS[key] = {k: execute(expected_call(c.call), target) for k, c in _plan(problem, seed, cuda).items() if c.reference}
         for k, c in _plan(problem, seed, cuda).items():
             if c.group == "dropout" and "p" in c.meta:  # where dropout acts: the output as a function of it
                 _REFS[key][k]["reveal"] = affine_map(target, as_reference(c.call))

@@ -68,7 +68,7 @@ def _scores(problem, case) -> float:
 
 
 def _decoder_scores(case, args, state) -> float:
-    """Problem 13's largest |score| over every (new query, cached or new key) pair, masked or not (RoPE from the
+    """causal_self_attention's largest |score| over every (new query, cached or new key) pair, masked or not (RoPE from the
     reference)."""
     rope = reference(get("rope"))
     (x, cache), cfg = args, case.cfg

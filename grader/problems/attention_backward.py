@@ -40,7 +40,7 @@ MISTAKES = (
             hint="Mask the scores with j <= i + (Tk - Tq) before the softmax, exactly as in the forward."),
     Mistake("causal_top_left", "causal mask aligned to the top left",
             ((CAUSAL, "allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(0)"),),
-            explain="Query i sees key j when j <= i + (Tk - Tq) (bottom right, as in problem 11); tril(0) is the top-"
+            explain="Query i sees key j when j <= i + (Tk - Tq) (bottom right, as in flash_attention); tril(0) is the top-"
                     "left rule, the same only when Tq == Tk.",
             hint="torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq)."),
     Mistake("dq_no_scale", "grad_queries missing the 1/sqrt(d) scale", ((DQ, "dq = ds @ k"),),
@@ -112,7 +112,7 @@ ZH = {
         "调用期间 backward、torch.autograd.grad、torch.func 都被关掉了。",
     ),
     "statements": (
-        "O = softmax(q k^T / sqrt(d)) v（只在可关注的键上；因果规则同第 11 题）。返回 sum(O * grad_output) 对 queries、keys、\n"
+        "O = softmax(q k^T / sqrt(d)) v（只在可关注的键上；因果规则同 flash_attention）。返回 sum(O * grad_output) 对 queries、keys、\n"
         "values 的梯度，各自与对应输入同形状、dtype 和设备。没有可关注键的行不贡献任何东西。不能用任何自动微分\n"
         "（Tensor.backward、torch.autograd.grad/backward、torch.autograd.functional、forward_ad、torch.func）：评分器\n"
         "在调用期间关掉了它们。不修改输入；float32 下分数绝对值到 1e4 都稳定。",
@@ -130,7 +130,7 @@ ZH = {
                            "反向传播必须重算和前向一样的 P：is_causal 时未来的键概率为 0，也没有梯度。",
                            "在 softmax 之前用 j <= i + (Tk - Tq) 屏蔽分数，和前向完全一样。"),
         "causal_top_left": ("因果掩码左上对齐",
-                            "查询 i 可关注键 j 当且仅当 j <= i + (Tk - Tq)（右下对齐，同第 11 题）；tril(0) 是左上对齐的规则，"
+                            "查询 i 可关注键 j 当且仅当 j <= i + (Tk - Tq)（右下对齐，同 flash_attention）；tril(0) 是左上对齐的规则，"
                             "只有 Tq == Tk 时相同。",
                             "写成：torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq)。"),
         "dq_no_scale": ("grad_queries 缺少 1/sqrt(d) 的缩放", "S = Q K^T / sqrt(d)，所以 dQ = dS K / sqrt(d)：缩放同时进入 dQ 和 dK。",
@@ -169,7 +169,7 @@ PROBLEM = Problem(
         Method(
             signature="def attention_backward(queries, keys, values, grad_output, is_causal=False):",
             statement=(
-                "With O = softmax(q k^T / sqrt(d)) v over the allowed keys (causal rule of problem 11), return the\n"
+                "With O = softmax(q k^T / sqrt(d)) v over the allowed keys (the causal rule of flash_attention), return the\n"
                 "gradients of sum(O * grad_output) with respect to queries, keys and values, each of its input's\n"
                 "shape, dtype and device. Rows with no allowed key contribute nothing. No automatic differentiation\n"
                 "of any kind (Tensor.backward, torch.autograd.grad/backward, torch.autograd.functional, forward_ad,\n"

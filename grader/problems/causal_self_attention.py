@@ -66,6 +66,14 @@ MISTAKES = (
             ((RETURN, "return self.W_o(context.transpose(1, 2).reshape(B, T, E)), (k.float(), v.float())"),),
             explain="The cache holds the keys and values in the inputs' dtype: a float64 model keeps a float64 cache.",
             hint="Return (k, v) as computed."),
+    Mistake("cache_modified_in_place", "the given cache grown in place (Tensor.set_) instead of returning new tensors",
+            (("k = torch.cat((cache[0], k), dim=-2)  # (B, Hkv, P+T, d): a new tensor, the given cache untouched",
+              "k = cache[0].set_(torch.cat((cache[0], k), dim=-2))"),
+             ("v = torch.cat((cache[1], v), dim=-2)", "v = cache[1].set_(torch.cat((cache[1], v), dim=-2))")),
+            explain="The caller still holds the cache it passed: growing those tensors in place changes the caller's "
+                    "state under it (a beam search or a retry reuses the old cache). The contract returns new tensors "
+                    "and never modifies the given cache.",
+            hint="k = torch.cat((cache[0], k_new), dim=-2): a new tensor; return it."),
     Mistake("kv_heads_not_checked", "num_heads not divisible by num_kv_heads accepted",
             (("if num_kv_heads < 1 or num_heads % num_kv_heads:", "if num_kv_heads < 1:"),),
             explain="Query heads are grouped evenly over the key/value heads: num_heads % num_kv_heads must be 0.",
@@ -166,6 +174,10 @@ ZH = {
                            "与逐个 token 解码的结果不同。",
                            "当 j > P + t 时屏蔽键 j。"),
         "cache_float32": ("返回的缓存被转成了 float32", "缓存以输入的 dtype 保存键和值：float64 模型保持 float64 缓存。", "按计算结果返回 (k, v)。"),
+        "cache_modified_in_place": ("给定的缓存被原地扩展（Tensor.set_），而不是返回新的张量",
+                                    "调用者仍然持有它传入的缓存：原地扩展这些张量会在调用者不知情时改变它的状态（束搜索或重试会复用旧缓存）。"
+                                    "约定要求返回新的张量，永远不修改给定的缓存。",
+                                    "写成：k = torch.cat((cache[0], k_new), dim=-2)：一个新张量；返回它。"),
         "kv_heads_not_checked": ("接受了不能被 num_kv_heads 整除的 num_heads", "查询头要平均分到各个键/值头上：num_heads % num_kv_heads 必须为 0。",
                                  "写成：if num_kv_heads < 1 or num_heads % num_kv_heads: raise ValueError(...)。"),
     },

@@ -1,4 +1,4 @@
-"""Refusing automatic differentiation while a call runs (problem 12 computes its gradients by hand).
+"""Refusing automatic differentiation while a call runs (attention_backward computes its gradients by hand).
 
 Every reverse-mode entry point (Tensor.backward, torch.autograd.backward/grad, torch.autograd.functional,
 torch.func.grad/vjp/jacrev/hessian) ends in the autograd engine, `Variable._execution_engine.run_backward`,

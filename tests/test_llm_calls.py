@@ -1,5 +1,6 @@
-"""Problem 12 computes its gradients by hand: every way into automatic differentiation fails the problem with a
-message naming the function the learner called, however it was imported; the same maths by hand passes."""
+"""How the LLM track's calls are made and read. attention_backward computes its gradients by hand: every way into
+automatic differentiation fails the problem with a message naming the function the learner called, however it was
+imported. causal_self_attention returns nested outputs, (output, (k, v)): another nesting is named."""
 from __future__ import annotations
 
 import pytest
@@ -55,3 +56,15 @@ def test_each_way_into_autograd_fails_the_problem_naming_it(tmp_path, entry):
     assert result.score == 0, [(c.id, c.status) for c in result.checks]
     message = next(c.message for c in result.checks if c.id == "parity_float64")
     assert "which this problem bans: automatic differentiation" in message and entry in message, message
+
+
+def test_a_flat_return_where_a_cache_tuple_is_expected_is_named(tmp_path):
+    """Nested outputs: returning (output, k, v) instead of (output, (k, v)) fails, saying what was expected."""
+    source = (make_impl(tmp_path / "ref") / "causal_self_attention.py").read_text()
+    flat = source.replace("reshape(B, T, E)), (k, v)", "reshape(B, T, E)), k, v")
+    assert flat != source
+    report = grade(make_impl(tmp_path / "impl", {"causal_self_attention.py": flat}), ["causal_self_attention"])
+    result = report.problems[0]
+    assert result.status == "failed" and report.grader_errors == 0
+    message = next(c.message for c in result.checks if c.id == "shapes")
+    assert "returned a tuple of 3, expected (output, (k, v))" in message, message
