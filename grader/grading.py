@@ -114,7 +114,8 @@ def _reference_results(problem, seed: int, cuda: bool) -> dict:
         _REFS[key] = {k: execute(expected_call(c.call), target) for k, c in _plan(problem, seed, cuda).items() if c.reference}
         for k, c in _plan(problem, seed, cuda).items():
             if c.group == "dropout" and "p" in c.meta:  # where dropout acts: the output as a function of it
-                _REFS[key][k]["reveal"] = affine_map(target, as_reference(c.call))
+                _REFS[key][k]["reveal"] = affine_map(target, as_reference(c.call), problem.weights_index,
+                                                     problem.out_index("values"))
         if "oracle" in problem.points:  # a library implementation, on the same float64 calls
             for k, c in _plan(problem, seed, cuda).items():
                 if c.group == "base":

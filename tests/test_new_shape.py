@@ -19,7 +19,8 @@ import attnkit
 SPEC = '''"""Spec (a test's throwaway problem): attention that also returns each row's log-sum-exp."""
 import torch
 
-from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
+from ..model.roles import Arg, Out
+from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
 
 CAUSAL = "tril(Tk - Tq)"
 

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Callable
+
+from .roles import MASK_ROLES, Arg, Out
 
 DIMS = {
     "B": "batch size",
@@ -33,58 +34,6 @@ SCORE_BOUND = 1e4
 """The contract promises finite, right results for |scores| up to this; `amplify` hooks reach it."""
 
 LENS_DOC = "None, (B,) or (B, Tq) integer tensor; key j is valid for a query when j < valid_len"
-
-
-ARG_ROLES = {
-    "query": "a tensor whose rows attend (queries)",
-    "key": "a tensor whose rows are attended; axis -2 is the key axis",
-    "value": "a tensor whose rows the weights mix; axis -2 is the key axis",
-    "scores": "attention scores; the last axis is the key axis",
-    "tensor": "any other input tensor (x, grad_output)",
-    "parameter": "a weight passed as an argument",
-    "lengths": "valid_lens: key j is allowed for a query when j < valid_len",
-    "mask": "a boolean mask broadcastable to the weights, True = attend",
-    "causal": "a flag: key j is allowed for query i when j <= i + (Tk - Tq)",
-    "positions": "integer positions of the rows",
-    "cache": "keys and values of earlier positions",
-    "scalar": "a number or a setting",
-    "config": "a constructor argument",
-}
-"""The roles an argument can play: checks find arguments by role, never by name."""
-
-MASK_ROLES = ("lengths", "mask", "causal")
-"""Roles that decide which keys a query may attend (a call has at most one)."""
-
-OUT_ROLES = {
-    "values": "attention output (or any other computed tensor)",
-    "weights": "attention weights: rows over the allowed keys sum to 1, zero elsewhere",
-    "lse": "log-sum-exp of each row's scaled scores over its allowed keys",
-    "gradient": "a gradient of one input",
-    "cache": "keys and values to pass to the next call",
-}
-"""The roles an output can play."""
-
-
-class Arg(NamedTuple):
-    """One documented argument: its name, its dims or description, and its role (ARG_ROLES)."""
-
-    name: str
-    doc: str
-    role: str = "config"
-
-
-class Out(NamedTuple):
-    """One output: its name, its dims ("(B, Tq, dv)", named dims first) and its role (OUT_ROLES)."""
-
-    name: str
-    doc: str
-    role: str = "values"
-
-    @property
-    def dims(self) -> str:
-        """The named dims of the doc's leading parenthesis: "(..., Tq, dv) float" -> "... Tq dv"."""
-        found = re.match(r"\(([^)]*)\)", self.doc)
-        return " ".join(d.strip() for d in found.group(1).split(",") if d.strip()) if found else ""
 
 
 @dataclass(frozen=True)

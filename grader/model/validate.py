@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .. import REFERENCE_DIR
 from ..errors import SpecError
-from .spec import ARG_ROLES, DIMS, MASK_ROLES, OUT_ROLES, Problem
+from .roles import ARG_ROLES, MASK_ROLES, OUT_ROLES
+from .spec import DIMS, Problem
 from .tracks import TRACKS
 
 

@@ -1,7 +1,8 @@
 """Pieces shared by the attention-module specs."""
 import torch
 
-from ..model.spec import LENS_DOC, SCORE_BOUND, Arg, Mistake, Out
+from ..model.roles import Arg, Out
+from ..model.spec import LENS_DOC, SCORE_BOUND, Mistake
 
 MODULE_IMPORTS = "import torch\nfrom torch import nn\n\nfrom .masked_softmax import masked_softmax\n"
 

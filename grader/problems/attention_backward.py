@@ -1,7 +1,8 @@
 """Spec: the backward pass of attention by hand: dQ, dK, dV, causal and not, with no automatic differentiation."""
 import torch
 
-from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
+from ..model.roles import Arg, Out
+from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
 from ._common import LLM_BANNED, scale_scores
 
 DELTA = "delta = (do * o).sum(-1, keepdim=True)  # rowsum(dO * O) = rowsum(P * dP)"

@@ -1,7 +1,8 @@
 """Spec: the attention of a LLaMA-style decoder: RoPE, grouped-query heads and a KV cache (the capstone)."""
 import torch
 
-from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
+from ..model.roles import Arg, Out
+from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
 from ._common import LLM_BANNED
 
 ROPE_Q = "q = apply_rope(q, positions, base=self.rope_base)"

@@ -1,7 +1,8 @@
 """Spec: additive attention under a memory bound (the interviewer's follow-up question)."""
 import torch
 
-from ..model.spec import LENS_DOC, SCORE_BOUND, Arg, Method, Mistake, Problem
+from ..model.roles import Arg
+from ..model.spec import LENS_DOC, SCORE_BOUND, Method, Mistake, Problem
 from ._common import FORWARD_ARGS, OUTPUT_AND_WEIGHTS
 
 STEP = "step = max_elements // h  # triples per chunk: a chunk's features are (step, h)"

@@ -1,7 +1,8 @@
 """Spec: the FlashAttention forward pass: tiles, an online softmax, (output, lse), causal aligned bottom right."""
 import torch
 
-from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
+from ..model.roles import Arg, Out
+from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
 from ._common import LLM_BANNED, negative_qk, scale_scores
 
 ACC = "acc = acc * alpha[..., None] + p @ v"

@@ -1,7 +1,8 @@
 """Spec: grouped-query attention (MQA and MHA as its extremes), keys and values never repeated per head."""
 import torch
 
-from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
+from ..model.roles import Arg, Out
+from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
 from ._common import (
     LLM_BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, negative_qk, scale_scores,
 )

@@ -1,7 +1,8 @@
 """Spec: masked softmax."""
 import torch
 
-from ..model.spec import LENS_DOC, SCORE_BOUND, Arg, Method, Mistake, Out, Problem
+from ..model.roles import Arg, Out
+from ..model.spec import LENS_DOC, SCORE_BOUND, Method, Mistake, Problem
 
 
 def _inputs(cfg, gen):

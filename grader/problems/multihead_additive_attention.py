@@ -1,5 +1,6 @@
 """Spec: multi-head additive attention."""
-from ..model.spec import Method, Mistake, Out, Problem
+from ..model.roles import Out
+from ..model.spec import Method, Mistake, Problem
 from ._common import (
     CONCAT_NO_TRANSPOSE_ZH, DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS,
     concat_no_transpose, dropout_mistakes, qkv_inputs, scale_scorer,

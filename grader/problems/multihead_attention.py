@@ -1,7 +1,8 @@
 """Spec: Transformer multi-head attention (batch first)."""
 import torch
 
-from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
+from ..model.roles import Arg, Out
+from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
 from ._common import (
     BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, CONCAT_NO_TRANSPOSE_ZH, DROPOUT_MISTAKES_ZH,
     MASK_DOC, SPREAD, aligned, concat_no_transpose, dropout_mistakes,

@@ -1,7 +1,8 @@
 """Spec: one Bahdanau decoder step in NumPy (the warm-up)."""
 import torch
 
-from ..model.spec import SCORE_BOUND, Arg, Method, Mistake, Out, Problem
+from ..model.roles import Arg, Out
+from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
 
 STABLE = "e = e - e.max()  # exp of the largest score is 1: no overflow"
 MISTAKES = (

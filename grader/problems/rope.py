@@ -1,7 +1,8 @@
 """Spec: rotary position embedding (RoPE), both pair conventions, positions that start anywhere."""
 import torch
 
-from ..model.spec import Arg, Method, Mistake, Out, Problem
+from ..model.roles import Arg, Out
+from ..model.spec import Method, Mistake, Problem
 
 ANGLE = "angle = positions.to(work)[..., None] * theta  # (..., T, d/2)"
 THETA = "theta = base ** (-2 * i / d)  # (d/2,)"

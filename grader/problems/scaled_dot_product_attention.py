@@ -1,7 +1,8 @@
 """Spec: scaled dot-product attention with a boolean mask and any leading dims."""
 import torch
 
-from ..model.spec import SCORE_BOUND, Arg, Method, Out, Mistake, Problem
+from ..model.roles import Arg, Out
+from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
 from ._common import (
     BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, negative_qk,
     scale_scores,

@@ -24,8 +24,9 @@ class _Inject(nn.Module):
         return x if self.value is None else self.value
 
 
-def affine_map(target, call) -> dict:
-    """{"A": (outputs, entries), "c": (outputs,), "weights": the eval() weights} for a module problem's call."""
+def affine_map(target, call, weights_at: int, output_at: int) -> dict:
+    """{"A": (outputs, entries), "c": (outputs,), "weights": the eval() weights} for a module problem's call whose
+    outputs hold the weights at `weights_at` and the output they make at `output_at`."""
     module = target(*call["ctor"]["args"], **call["ctor"]["kwargs"]).to(torch.float64)
     load_state(module, call["state"])
     inject = _Inject()
@@ -35,12 +36,12 @@ def affine_map(target, call) -> dict:
                 setattr(parent, name, inject)
     args = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in call["args"]]
     with torch.no_grad():
-        weights = module.eval()(*args)[-1]
+        weights = module.eval()(*args)[weights_at]
         module.train()
 
         def output(p):
             inject.value = p
-            return module(*args)[0]
+            return module(*args)[output_at]
 
         c = output(torch.zeros_like(weights)).reshape(-1)
         eye = torch.eye(weights.numel(), dtype=torch.float64)

@@ -31,7 +31,7 @@ def check_dropout(ctx):
             continue
         at_w = ctx.problem.weights_index
         got = ctx.outputs(case)
-        out, w = got[1 - at_w], got[at_w]  # a module with dropout returns (output, weights) in some order
+        out, w = got[ctx.problem.out_index("values")], got[at_w]
         problem = mismatch("weights", w, ctx.expected(case)[at_w], tol)
         if problem:
             ctx.fail(case, f"in train() the returned weights must be taken before dropout (they still sum to 1)\n{problem}",
@@ -78,5 +78,5 @@ def _judge_dropped(ctx, case, out, counts) -> None:
 
 
 register(Check("dropout", "eval() exact; train() drops; weights pre-dropout", {"dropout": group_dropout}, check_dropout,
-               needs=lambda p: None if p.is_module and p.weights_index is not None
-               else "a module problem with an output with role 'weights'"))
+               needs=lambda p: None if p.is_module and p.weights_index is not None and p.out_index("values") is not None
+               else "a module problem with outputs with roles 'values' and 'weights'"))
