@@ -1,6 +1,7 @@
 """The user's commands, run as a user runs them: pytest at the root, attnkit grade, bad input."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 import json
 import shutil
 import subprocess
@@ -88,8 +89,10 @@ def test_pytest_shows_check_messages_not_tracebacks(tmp_path):
     (["--impl", "solutions", "--json", "grader"], "is a directory"),
 ])
 def test_bad_input_gets_one_line_and_nonzero_exit(args, expected):
-    cli = attnkit("grade", *args)
-    plugin = run("-m", "pytest", *[a.replace("--", "--attnkit-") if a.startswith("--") else a for a in args], "-q")
+    with ThreadPoolExecutor(2) as both:  # two start-ups of Python and torch: side by side
+        cli = both.submit(attnkit, "grade", *args)
+        plugin = both.submit(run, "-m", "pytest", *[a.replace("--", "--attnkit-") if a.startswith("--") else a for a in args], "-q")
+    cli, plugin = cli.result(), plugin.result()
     for r in (cli, plugin):
         text = r.stdout + r.stderr
         assert r.returncode != 0 and expected in text, text

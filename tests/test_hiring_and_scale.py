@@ -145,7 +145,7 @@ def test_batch_grades_everything_resumes_and_survives_bad_submissions(tmp_path):
     out = tmp_path / "results"
     # three problems are enough to show every case (the hang is in additive_attention), at a quarter of the cost
     chosen = ("masked_softmax", "additive_attention", "luong_attention")
-    r = attnkit("grade-batch", str(subs), "--out", str(out), "--timeout", "8", "--problems", ",".join(chosen))
+    r = attnkit("grade-batch", str(subs), "--out", str(out), "--timeout", "5", "--problems", ",".join(chosen))
     assert r.returncode == 0, r.stderr
     rows = {row["submission"]: row for row in csv.DictReader((out / "grades.csv").open())}
     full = str(sum(v for p in map(get, chosen) for k, v in p.points.items() if not k.startswith("cuda")))
@@ -157,7 +157,7 @@ def test_batch_grades_everything_resumes_and_survives_bad_submissions(tmp_path):
     before = (out / "good.json").stat().st_mtime_ns
     again = attnkit("grade-batch", str(subs), "--out", str(out), "--problems", ",".join(chosen))
     assert again.returncode == 0 and (out / "good.json").stat().st_mtime_ns == before  # skipped, not regraded
-    forced = attnkit("grade-batch", str(subs), "--out", str(out), "--force", "--timeout", "8", "--problems", ",".join(chosen))
+    forced = attnkit("grade-batch", str(subs), "--out", str(out), "--force", "--timeout", "5", "--problems", ",".join(chosen))
     assert forced.returncode == 0 and (out / "good.json").stat().st_mtime_ns != before
 
 

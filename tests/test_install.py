@@ -105,3 +105,8 @@ def test_other_projects_pytest_is_unchanged(installed):
     assert "--attnkit-impl" in helped.stdout
     markers = _run([python, "-m", "pytest", "--markers", "-p", "no:cacheprovider"], other)
     assert "attnkit" not in markers.stdout
+    # inert means cheap too: the plugin loads none of the kit's problems, hence no torch, in another project
+    probe = ("import sys, pytest; pytest.main(['-q', '-p', 'no:cacheprovider', '--seed', '3']); "
+             "print('torch imported' if 'torch' in sys.modules else 'torch not imported')")
+    loaded = _run([python, "-c", probe], other)
+    assert "1 passed" in loaded.stdout and "torch not imported" in loaded.stdout, loaded.stdout[-2000:]

@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import BadInput
-from ..problems import ORDER, resolve
+from .. import problems
+from ..problems import resolve
 from ..run.sandbox import FLAGS, Limits
 
 
@@ -41,7 +42,7 @@ def problem_list(text) -> list[str] | None:
         return None
 
     chosen = {resolve(name.strip()) for name in text.split(",") if name.strip()}
-    return [pid for pid in ORDER if pid in chosen]
+    return [pid for pid in problems.ORDER if pid in chosen]
 
 
 def positive(kind):

@@ -1,6 +1,7 @@
 """The problem registry: one module per problem, in track order."""
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 
@@ -10,13 +11,19 @@ from ..model.spec import Problem
 from ..model.tracks import TRACKS
 from ..model.validate import validate
 
-_SPECS: dict = {}  # problem id -> its spec, or the error its module raised on import (named when it is asked for)
-for _m in pkgutil.iter_modules(__path__):
-    if not _m.name.startswith("_"):
-        try:
-            _SPECS[_m.name] = importlib.import_module(f"{__name__}.{_m.name}").PROBLEM
-        except Exception as exc:  # noqa: BLE001 - a broken spec is reported as a SpecError by get()
-            _SPECS[_m.name] = exc
+@functools.lru_cache(maxsize=1)
+def _specs() -> dict:
+    """Problem id -> its spec, or the error its module raised on import (named when it is asked for). Loaded on
+    first use, not when this package is imported: the pytest plugin imports the kit in every project, and specs
+    import torch."""
+    specs = {}
+    for m in pkgutil.iter_modules(__path__):
+        if not m.name.startswith("_"):
+            try:
+                specs[m.name] = importlib.import_module(f"{__name__}.{m.name}").PROBLEM
+            except Exception as exc:  # noqa: BLE001 - a broken spec is reported as a SpecError by get()
+                specs[m.name] = exc
+    return specs
 
 
 def _track_order(specs: dict) -> tuple[str, ...]:
@@ -35,12 +42,20 @@ def _track_order(specs: dict) -> tuple[str, ...]:
     return tuple(placed)
 
 
-ORDER = _track_order(_SPECS)
-"""Every problem id (one spec module each in this package), in track order."""
+def __getattr__(name: str):
+    """ORDER: every problem id (one spec module each in this package), in track order, computed on first use."""
+    if name == "ORDER":
+        return _order()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.lru_cache(maxsize=1)
+def _order() -> tuple[str, ...]:
+    return _track_order(_specs())
 
 
 def all_problems() -> list[Problem]:
-    return [get(pid) for pid in ORDER]
+    return [get(pid) for pid in _order()]
 
 
 _LOCALIZED: dict = {}
@@ -49,13 +64,13 @@ _VALID: set = set()
 
 def get(pid: str) -> Problem:
     """The spec of `pid`, its texts in the chosen language (grader/i18n.py)."""
-    if pid not in ORDER:
-        raise KeyError(f"unknown problem {pid!r}; choose from: {', '.join(ORDER)}")
-    problem = _SPECS[pid]
+    if pid not in _order():
+        raise KeyError(f"unknown problem {pid!r}; choose from: {', '.join(_order())}")
+    problem = _specs()[pid]
     if not isinstance(problem, Problem):
         raise SpecError(f"spec grader/problems/{pid}.py does not load: {type(problem).__name__}: {problem}")
     if pid not in _VALID:
-        validate(problem, pid, ORDER)  # once per spec, at its first load
+        validate(problem, pid, _order())  # once per spec, at its first load
         _VALID.add(pid)
     lang = current()
     if lang == "en":
@@ -67,9 +82,9 @@ def get(pid: str) -> Problem:
 
 def resolve(name: str) -> str:
     """A problem id from its name or a unique prefix (`additive` -> additive_attention)."""
-    if name in ORDER:
+    if name in _order():
         return name
-    matches = [pid for pid in ORDER if pid.startswith(name)]
+    matches = [pid for pid in _order() if pid.startswith(name)]
     if len(matches) == 1:
         return matches[0]
-    raise BadInput(f"unknown problem {name!r}; choose from: {', '.join(ORDER)}")
+    raise BadInput(f"unknown problem {name!r}; choose from: {', '.join(_order())}")
