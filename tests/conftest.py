@@ -20,6 +20,21 @@ from attnkit.grading import grade  # noqa: E402
 from attnkit.run.jail import unusable  # noqa: E402
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: real Jupyter kernels and nbgrader (minutes); run with `pytest tests -m slow`")
+
+
+def pytest_collection_modifyitems(config, items):
+    """`pytest tests` leaves out the tests marked slow (README: they are their own command, which CI runs too);
+    any -m expression chooses for itself."""
+    if config.getoption("markexpr"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
 def _bwrap_mark():
     why = unusable()
     if why and os.environ.get("ATTNKIT_REQUIRE_SANDBOX") == "1":

@@ -21,6 +21,8 @@ from attnkit.problems import all_problems, get
 
 pytestmark = needs_bwrap  # nbgrader's attnkit step grades students' code, which needs bubblewrap
 
+pytestmark = pytest.mark.slow  # real nbgrader on a real course: about a minute (`pytest tests -m slow`)
+
 PROBLEMS = all_problems()
 WRONG = ("masked_softmax", "fill_zero")  # carol's one wrong problem
 PARTIAL = ("masked_softmax", "additive_attention")  # what bob (untouched release) and carol hand in

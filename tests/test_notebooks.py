@@ -66,6 +66,7 @@ def execute(nb):
 
 
 @pytest.mark.parametrize("problem", [p for p in PROBLEMS if p.id in KINDS], ids=lambda p: p.id)
+@pytest.mark.slow
 def test_learner_notebook_runs_top_to_bottom_with_the_reference_filled_in(problem):
     nb = build(problem.id, "learner")
     for cell in nb.cells:
@@ -84,6 +85,7 @@ def test_learner_notebook_runs_top_to_bottom_with_the_reference_filled_in(proble
     assert weights_cell is None or any("image/png" in o.get("data", {}) for o in weights_cell.outputs)
 
 
+@pytest.mark.slow
 def test_stub_notebook_runs_and_reports_not_started():
     nb = execute(build("masked_softmax", "learner"))
     text = outputs_text(nb)
