@@ -7,8 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import state
-from ..errors import BadInput
-from ..problems import ORDER, resolve
+from ..problems import resolve
 
 
 def cmd_list(args) -> int:

@@ -48,6 +48,34 @@ LLM_BANNED = BANNED + ("flex_attention",)
 MASK_DOC = "None, or bool broadcastable to the weights; True = the key may be attended"
 
 
+def lead_fit(cfg, variant):
+    """Dims for a problem over any leading dims (variant["rank"] of 2, 3 or 4): "lead" names them (none, B, or B and
+    H; rank 2 has B = 1), d = dk = dq, and the variant's own settings."""
+    rank = variant["rank"]
+    cfg = {**cfg, **variant, "dk": cfg["dq"], "d": cfg["dq"], "lead": ["B", "H"][: rank - 2]}
+    return {**cfg, "B": 1} if rank == 2 else cfg
+
+
+def lead_inputs(cfg, gen, *tails):
+    """Standard normal float64 tensors of shape (*lead, cfg[a], cfg[b]) for each (a, b) in `tails`, in order."""
+    lead = [cfg[n] for n in cfg["lead"]]
+    return [torch.randn(*lead, cfg[a], cfg[b], generator=gen, dtype=torch.float64) for a, b in tails]
+
+
+QKV = (("Tq", "dq"), ("Tk", "dq"), ("Tk", "dv"))
+"""queries (..., Tq, d), keys (..., Tk, d), values (..., Tk, dv), for lead_inputs."""
+
+
+def amplify_qk(args, state, cfg):
+    """An `amplify` hook for queries (..., [Hq,] Tq, d) and keys (..., [Hkv,] Tk, d) scored by q . k / sqrt(d) (key
+    head n // G for query head n where the head counts differ): scale both so that the largest |score| is 1e4."""
+    q, k = args[0], args[1]
+    if k.dim() >= 3 and k.shape[-3] != q.shape[-3]:
+        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    scale_scores(args, SCORE_BOUND / scores.abs().max())
+
+
 def scale_scores(args, factor):
     """Scale queries and keys (in place) so that every q . k grows by `factor`."""
     args[0].mul_(factor ** 0.5)

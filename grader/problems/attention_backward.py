@@ -2,8 +2,8 @@
 import torch
 
 from ..model.roles import Arg, Out
-from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
-from ._common import LLM_BANNED, scale_scores
+from ..model.spec import Method, Mistake, Problem
+from ._common import LLM_BANNED, QKV, amplify_qk, lead_fit, lead_inputs
 
 DELTA = "delta = (do * o).sum(-1, keepdim=True)  # rowsum(dO * O) = rowsum(P * dP)"
 DS = "ds = p * (dp - delta)  # through the softmax: dS = P * (dP - delta)"
@@ -68,26 +68,6 @@ MISTAKES = (
                     "while the grader calls it.",
             hint="dV = P^T dO; dP = dO V^T; dS = P * (dP - rowsum(dO * O)); dQ = dS K / sqrt(d); dK = dS^T Q / sqrt(d)."),
 )
-
-
-def _fit(cfg, variant):
-    rank = variant["rank"]
-    cfg = {**cfg, **variant, "dk": cfg["dq"], "d": cfg["dq"], "lead": ["B", "H"][: rank - 2]}
-    return {**cfg, "B": 1} if rank == 2 else cfg
-
-
-def _inputs(cfg, gen):
-    """queries (..., Tq, d), keys (..., Tk, d), values (..., Tk, dv), grad_output (..., Tq, dv), standard normal."""
-    lead = [cfg[n] for n in cfg["lead"]]
-    shapes = [(*lead, cfg["Tq"], cfg["dq"]), (*lead, cfg["Tk"], cfg["dq"]), (*lead, cfg["Tk"], cfg["dv"]),
-              (*lead, cfg["Tq"], cfg["dv"])]
-    return [torch.randn(*s, generator=gen, dtype=torch.float64) for s in shapes]
-
-
-def _amplify(args, state, cfg):
-    """Scale queries and keys so that the largest |score| is exactly 1e4."""
-    scores = args[0] @ args[1].transpose(-2, -1) / args[0].shape[-1] ** 0.5
-    scale_scores(args, SCORE_BOUND / scores.abs().max())
 
 
 def _oracle(call):
@@ -185,9 +165,9 @@ PROBLEM = Problem(
         ),
     ),
     variants=({"rank": 3}, {"rank": 4}, {"rank": 2}),
-    fit=_fit,
-    inputs=_inputs,
-    amplify=_amplify,
+    fit=lead_fit,
+    inputs=lambda cfg, gen: lead_inputs(cfg, gen, *QKV, ("Tq", "dv")),  # then grad_output (..., Tq, dv)
+    amplify=amplify_qk,
     mistakes=MISTAKES,
     oracle=_oracle,
     banned=LLM_BANNED + ("_flash_attention_backward", "_efficient_attention_backward",

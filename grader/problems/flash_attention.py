@@ -2,8 +2,8 @@
 import torch
 
 from ..model.roles import Arg, Out
-from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
-from ._common import LLM_BANNED, negative_qk, scale_scores
+from ..model.spec import Method, Mistake, Problem
+from ._common import LLM_BANNED, QKV, amplify_qk, lead_fit, lead_inputs, negative_qk
 
 ACC = "acc = acc * alpha[..., None] + p @ v"
 SUM = "l = l * alpha + p.sum(-1)"
@@ -82,27 +82,8 @@ MISTAKES = (
 )
 
 
-def _fit(cfg, variant):
-    rank = variant["rank"]
-    cfg = {**cfg, **variant, "dk": cfg["dq"], "lead": ["B", "H"][: rank - 2]}
-    return {**cfg, "B": 1} if rank == 2 else cfg
-
-
-def _inputs(cfg, gen):
-    """queries (..., Tq, d), keys (..., Tk, d), values (..., Tk, dv), standard normal."""
-    lead = [cfg[n] for n in cfg["lead"]]
-    shapes = [(*lead, cfg["Tq"], cfg["dq"]), (*lead, cfg["Tk"], cfg["dq"]), (*lead, cfg["Tk"], cfg["dv"])]
-    return [torch.randn(*s, generator=gen, dtype=torch.float64) for s in shapes]
-
-
 def _trailing(cfg):
     return [] if (cfg["block_q"], cfg["block_k"]) == (64, 64) else [cfg["block_q"], cfg["block_k"]]
-
-
-def _amplify(args, state, cfg):
-    """Scale queries and keys so that the largest |score| is exactly 1e4."""
-    scores = args[0] @ args[1].transpose(-2, -1) / args[0].shape[-1] ** 0.5
-    scale_scores(args, SCORE_BOUND / scores.abs().max())
 
 
 def _oracle(call):
@@ -230,10 +211,10 @@ PROBLEM = Problem(
     ),
     variants=({"rank": 3, "block_q": 64, "block_k": 64}, {"rank": 4, "block_q": 2, "block_k": 3},
               {"rank": 2, "block_q": 3, "block_k": 2}),
-    fit=_fit,
-    inputs=_inputs,
+    fit=lead_fit,
+    inputs=lambda cfg, gen: lead_inputs(cfg, gen, *QKV),
     trailing=_trailing,
-    amplify=_amplify,
+    amplify=amplify_qk,
     negative=negative_qk,
     blocks=lambda cfg: tuple({"block_q": bq, "block_k": bk} for bq, bk in BLOCKS),
     call_errors=lambda cfg: (({"block_q": 0}, "block_q = 0", ()), ({"block_k": -2}, "block_k = -2", ())),

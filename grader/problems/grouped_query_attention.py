@@ -2,9 +2,9 @@
 import torch
 
 from ..model.roles import Arg, Out
-from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
+from ..model.spec import Method, Mistake, Problem
 from ._common import (
-    LLM_BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, negative_qk, scale_scores,
+    LLM_BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, amplify_qk, negative_qk,
 )
 
 Q = "q = queries.reshape(B, Hkv, G * Tq, d)"
@@ -73,14 +73,6 @@ def _inputs(cfg, gen):
     B, Hq, Hkv, d = cfg["B"], cfg["Hq"], cfg["Hkv"], cfg["dq"]
     shapes = [(B, Hq, cfg["Tq"], d), (B, Hkv, cfg["Tk"], d), (B, Hkv, cfg["Tk"], cfg["dv"])]
     return [torch.randn(*s, generator=gen, dtype=torch.float64) for s in shapes]
-
-
-def _amplify(args, state, cfg):
-    """Scale queries and keys so that the largest |score| is exactly 1e4."""
-    q, k = args[0], args[1]
-    keys = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
-    scores = q @ keys.transpose(-2, -1) / q.shape[-1] ** 0.5
-    scale_scores(args, SCORE_BOUND / scores.abs().max())
 
 
 def _oracle(call):
@@ -186,7 +178,7 @@ PROBLEM = Problem(
     variants=({"Hkv": 2, "G": 3}, {"Hkv": 1, "G": 4}, {"Hkv": 4, "G": 1}),
     fit=_fit,
     inputs=_inputs,
-    amplify=_amplify,
+    amplify=amplify_qk,
     negative=negative_qk,
     call_errors=lambda cfg: (({"keys": torch.zeros(cfg["B"], cfg["Hq"] + 1, cfg["Tk"], cfg["dq"], dtype=torch.float64),
                                "values": torch.zeros(cfg["B"], cfg["Hq"] + 1, cfg["Tk"], cfg["dv"], dtype=torch.float64)},

@@ -2,10 +2,10 @@
 import torch
 
 from ..model.roles import Arg, Out
-from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
+from ..model.spec import Method, Mistake, Problem
 from ._common import (
     BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, negative_qk,
-    scale_scores,
+    QKV, amplify_qk, lead_fit, lead_inputs,
 )
 
 SCORES = "scores = queries @ keys.transpose(-2, -1) / d**0.5"
@@ -49,25 +49,6 @@ MISTAKES = BOOLEAN_MASK_MISTAKES + (
                     "behind it) are banned here, and the grader intercepts the call.",
             hint="output = weights @ values."),
 )
-
-
-def _fit(cfg, variant):
-    rank = variant["rank"]
-    cfg = {**cfg, "dk": cfg["dq"], "lead": ["B", "H"][: rank - 2]}
-    return {**cfg, "B": 1} if rank == 2 else cfg
-
-
-def _inputs(cfg, gen):
-    """queries (..., Tq, d), keys (..., Tk, d), values (..., Tk, dv), standard normal."""
-    lead = [cfg[n] for n in cfg["lead"]]
-    shapes = [(*lead, cfg["Tq"], cfg["dq"]), (*lead, cfg["Tk"], cfg["dq"]), (*lead, cfg["Tk"], cfg["dv"])]
-    return [torch.randn(*s, generator=gen, dtype=torch.float64) for s in shapes]
-
-
-def _amplify(args, state, cfg):
-    """Scale queries and keys so that the largest |score| is exactly 1e4."""
-    scores = args[0] @ args[1].transpose(-2, -1) / args[0].shape[-1] ** 0.5
-    scale_scores(args, SCORE_BOUND / scores.abs().max())
 
 
 def _oracle(call):
@@ -161,9 +142,9 @@ PROBLEM = Problem(
         ),
     ),
     variants=({"rank": 3}, {"rank": 2}, {"rank": 4}),
-    fit=_fit,
-    inputs=_inputs,
-    amplify=_amplify,
+    fit=lead_fit,
+    inputs=lambda cfg, gen: lead_inputs(cfg, gen, *QKV),
+    amplify=amplify_qk,
     negative=negative_qk,
     mistakes=MISTAKES,
     oracle=_oracle,
