@@ -6,6 +6,7 @@ receives inputs and returns tensors.
 from __future__ import annotations
 
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -13,15 +14,11 @@ import torch
 from .judge.checks import CHECKS, validate_checks
 from .results import CheckResult, ProblemResult, Report
 from .judge.context import Context, Failed, GraderError, valid_mask
-from .judge.reference import reference
-from .run.harness import execute
+from .judge.expected import Helper, plan
 from .run.jail import decide
 from .run.pool import Pool
 from .problems import all_problems, get
 from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
-from .run.dropout import affine_map
-from .draw.groups import build
-from .draw.scenarios import as_reference, expected_call
 
 
 
@@ -45,24 +42,32 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
     problems = _with_prerequisites(chosen)  # graded too, so that a failure is blamed on them only when they fail
     for p in problems:
         validate_checks(p)
-    pool = Pool(str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout, limits, jailed)
+    helper = Helper(problems, seed)  # the expected values, computed side by side from here on
     try:
-        pool.wait_hello()
-        cuda = any(w.hello and w.hello["cuda"] for w in pool.workers.values())
-        plans = {}
-        for p in problems:
-            plans[p.id] = _plan(p, seed, cuda)
-            pool.workers[p.id].submit([c.call for c in plans[p.id].values() if c.group != "imports"])
-        probes = _start_probes(impl, problems, plans, limits, timeout, jailed)
-        refs = {p.id: _reference_results(p, seed, cuda) for p in problems}
-        pool.run_until_idle()
-        for (pid, key), future in probes.items():
-            pool.workers[pid].results[key] = future.result()
+        with ThreadPoolExecutor(1) as starter:  # the workers are forked while the calls are planned
+            starting = starter.submit(Pool, str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout, limits,
+                                      jailed)
+            try:
+                for p in problems:
+                    plan(p, seed, False)
+            finally:
+                pool = starting.result()  # a failed start raises here, after the planning
+        try:
+            heavy_first = sorted(problems, key=lambda p: _weight(plan(p, seed, False)), reverse=True)
+            pool.submit_all({p.id: _calls(plan(p, seed, False)) for p in heavy_first})
+            pool.wait_hello()
+            cuda = any(w.hello and w.hello["cuda"] for w in pool.workers.values())
+            plans = {p.id: plan(p, seed, cuda) for p in problems}
+            if cuda:  # the CUDA checks' calls follow as a second batch
+                for p in problems:
+                    pool.workers[p.id].submit(_calls({k: c for k, c in plans[p.id].items()
+                                                      if k not in plan(p, seed, False)}))
+            probes = _start_probes(impl, problems, plans, limits, timeout, jailed)
+            statuses = _judge_as_answered(problems, plans, pool, helper, probes, cuda)
+        finally:
+            pool.close()
     finally:
-        pool.close()
-    statuses: dict = {}
-    for p in problems:  # prerequisites first: their statuses decide whether their mistakes may be named here
-        statuses[p.id] = _judge(p, plans[p.id], pool.workers[p.id], refs[p.id], cuda, seed, statuses)
+        helper.close()
     results = [statuses[p.id] for p in chosen]
     _note_prerequisites(chosen, results, statuses)
     return Report(
@@ -70,6 +75,44 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
         score=sum(r.score for r in results), max_score=sum(r.max_score for r in results),
         devices={"cpu": True, "cuda": cuda}, problems=results, sandbox="bubblewrap" if jailed else "process",
     )
+
+
+def _calls(plan: dict) -> list[dict]:
+    return [c.call for c in plan.values() if c.group != "imports"]
+
+
+def _weight(plan: dict) -> tuple:
+    """A guess at how long a worker runs on a plan: measured forwards are slow, then the number of calls."""
+    return any(c.call.get("measure") for c in plan.values()), len(plan)
+
+
+def _judge_as_answered(problems, plans, pool, helper, probes, cuda: bool) -> dict:
+    """Judge each problem once its worker has answered everything and its expected values are in, its
+    prerequisites judged first (their statuses decide whether their mistakes may be named here), while the other
+    workers still run. Each judged worker is told to exit."""
+    statuses = {}
+    waiting = list(problems)
+
+    def ready():
+        helper.receive()
+        return next((p for p in waiting if not pool.workers[p.id].busy and helper.ready(p)
+                     and not any(r in {q.id for q in waiting} for r in p.requires)), None)
+
+    while waiting:
+        p = ready()
+        if p is None and any(pool.workers[q.id].busy for q in waiting):
+            if not helper.compute_next(waiting, cuda, pool.poll):  # work of our own while the workers run
+                pool.run_until(ready, wake=[helper.conn] if helper.conn is not None else [])
+            continue
+        p = p or waiting[0]  # nothing runs any more: its expected values are waited for
+        waiting.remove(p)
+        pool.release(p.id)
+        refs = helper.get(p, cuda, pool.poll)
+        for (pid, key), future in probes.items():
+            if pid == p.id:
+                pool.workers[pid].results[key] = future.result()
+        statuses[p.id] = _judge(p, plans[p.id], pool.workers[p.id], refs, cuda, helper.seed, statuses)
+    return statuses
 
 
 def _with_prerequisites(chosen) -> list:
@@ -92,35 +135,6 @@ def _start_probes(impl, problems, plans, limits, timeout, jailed) -> dict:
     futures = {key: pool.submit(fresh_import, str(impl), key[0], limits, timeout, jailed) for key in keys}
     pool.shutdown(wait=False)  # the futures run on; grade() collects them after the workers
     return futures
-
-
-_PLANS: dict = {}
-_REFS: dict = {}
-
-
-def _plan(problem, seed: int, cuda: bool) -> dict:
-    """The problem's seeded cases (cached: the same seed always gives the same calls)."""
-    key = (problem.id, seed, cuda)
-    if key not in _PLANS:
-        checks = [CHECKS[c] for c in problem.points if cuda or not CHECKS[c].needs_cuda]
-        _PLANS[key] = build(problem, {name: fn for c in checks for name, fn in c.groups.items()}, seed)
-    return _PLANS[key]
-
-
-def _reference_results(problem, seed: int, cuda: bool) -> dict:
-    key = (problem.id, seed, cuda)
-    if key not in _REFS:
-        target = reference(problem)
-        _REFS[key] = {k: execute(expected_call(c.call), target) for k, c in _plan(problem, seed, cuda).items() if c.reference}
-        for k, c in _plan(problem, seed, cuda).items():
-            if c.group == "dropout" and "p" in c.meta:  # where dropout acts: the output as a function of it
-                _REFS[key][k]["reveal"] = affine_map(target, as_reference(c.call), problem.weights_index,
-                                                     problem.out_index("values"))
-        if "oracle" in problem.points:  # a library implementation, on the same float64 calls
-            for k, c in _plan(problem, seed, cuda).items():
-                if c.group == "base":
-                    _REFS[key][k]["oracle"] = [o.detach() for o in problem.oracle(as_reference(c.call))]
-    return _REFS[key]
 
 
 def _not_started(problem, worker) -> str | None:

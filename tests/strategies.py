@@ -45,3 +45,13 @@ def bool_masks(draw, lead: tuple, Tq: int, Tk: int):
     shape = shape[draw(st.integers(0, len(lead))):]  # fewer dims than the scores is allowed
     seed = draw(st.integers(0, 2**31 - 1))
     return torch.rand(shape, generator=torch.Generator().manual_seed(seed)) < draw(st.sampled_from([0.0, 0.5, 1.0]))
+
+
+@st.composite
+def option_grids(draw):
+    """{(variant, config): the options valid there}: 1..4 variants, 1..5 configs, up to 7 options, each cell
+    allowing a drawn subset (an empty cell too), as mask kinds or block settings differ by fitted config."""
+    variants, configs = draw(st.integers(1, 4)), draw(st.integers(1, 5))
+    names = [f"o{i}" for i in range(draw(st.integers(1, 7)))]
+    return {(v, c): tuple(o for o in names if draw(st.booleans()) or o == names[0] and draw(st.booleans()))
+            for v in range(variants) for c in range(configs)}

@@ -72,3 +72,28 @@ def test_a_spare_sandbox_ends_with_its_process(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert sorted(os.listdir(own_tmp)) == []
     assert _processes_with(str(own_tmp)) == [], "a spare sandbox outlived its process"
+
+
+def test_closing_never_waits_on_a_worker_that_reads_nothing():
+    """The first batches go out from a thread of their own; a worker stopped before it reads its batch (SIGSTOP
+    here) must not hold the grader: close() ends the worker, and with it the blocked send, at once."""
+    import signal
+    import time
+
+    import torch
+
+    from attnkit.run.forkserver import warm_up
+    from attnkit.run.pool import Pool
+
+    warm_up()
+    pool = Pool(str(SOLUTIONS), {"masked_softmax": ("masked_softmax", "masked_softmax")}, 30.0, None, False)
+    worker = pool.workers["masked_softmax"]
+    os.kill(worker.proc.pid, signal.SIGSTOP)
+    big = [{"key": f"k{i}", "args": [torch.zeros(1 << 16, dtype=torch.float64)]} for i in range(8)]  # 4 MB
+    pool.submit_all({"masked_softmax": big})
+    time.sleep(0.5)
+    assert pool.sender.is_alive(), "more than a socket buffer holds: the send must still be waiting"
+    start = time.monotonic()
+    pool.close()
+    assert time.monotonic() - start < 10
+    assert not pool.sender.is_alive() and not worker.proc.is_alive()

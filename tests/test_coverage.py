@@ -110,12 +110,12 @@ def test_every_memory_call_can_catch_the_full_tensor(seed):
 
 def test_dropout_calls_let_the_grader_solve_for_the_dropped_weights():
     """The output of each train() call determines its dropped weights (full column rank), for every module."""
-    from attnkit.grading import _reference_results
+    from attnkit.judge.expected import expected
 
     for problem in all_problems():
         if "dropout" not in problem.points:
             continue
-        refs = _reference_results(problem, 0, False)
+        refs = expected(problem, 0, False)
         reveals = [r["reveal"] for r in refs.values() if "reveal" in r]
         assert len(reveals) == 2 * len(problem.variants)
         for reveal in reveals:

@@ -36,3 +36,12 @@ def test_the_layers_are_the_flow_of_a_grading_run():
     graph = grimp.build_graph("attnkit")
     loose = sorted(m for m in graph.modules if m != "attnkit" and not any(m == l or m.startswith(l + ".") for l in layers))
     assert loose == [], f"modules outside every layer: {loose}"
+
+
+def test_the_command_line_starts_its_workers_before_it_imports_torch():
+    """`attnkit` starts the workers' forkserver (which imports torch) before importing torch itself, so the two
+    imports overlap; importing the command line, or the modules it warms up with, must not import torch."""
+    probe = ("import sys, attnkit.fronts.cli, attnkit.run.forkserver, attnkit.run.jail_process, attnkit.run.jail; "
+             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('attnkit.problems.')))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout[-2000:] + r.stderr[-2000:]

@@ -9,7 +9,7 @@ from attnkit.judge.compare import Tol, argmax_index, mismatch
 from attnkit.judge.reference import reference
 from attnkit.problems import get
 from attnkit.run.wire import dumps, loads
-from strategies import DTYPES, bool_masks, dims, tensors, valid_lens
+from strategies import DTYPES, bool_masks, dims, option_grids, tensors, valid_lens
 
 masked_softmax = reference(get("masked_softmax"))
 
@@ -130,3 +130,25 @@ def test_reference_numpy_step_is_a_convex_combination(d, dtype, data):
     assert abs(float(alpha.sum()) - 1) < 1e-5 and (alpha >= 0).all()
     h = arrays[1]
     assert (context >= h.min(0) - 1e-5).all() and (context <= h.max(0) + 1e-5).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(option_grids())
+def test_pairwise_covers_every_pair_the_grid_allows(grid):
+    """The base group's covering design: only allowed triples, and every (variant, config), (variant, option) and
+    (config, option) pair that some allowed triple has is covered, so no factor's interaction with another is lost."""
+    from attnkit.draw.groups import pairwise
+
+    chosen = pairwise(grid)
+    allowed = {(v, c, o) for (v, c), opts in grid.items() for o in opts}
+    assert chosen <= allowed
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        assert {(t[a], t[b]) for t in allowed} == {(t[a], t[b]) for t in chosen}
+
+
+def test_pairwise_is_smaller_than_the_full_product():
+    """Three variants, four configs, six masking kinds: 24 calls cover every pair (72 in the full product)."""
+    from attnkit.draw.groups import pairwise
+
+    grid = {(v, c): tuple(f"k{i}" for i in range(6)) for v in range(3) for c in range(4)}
+    assert len(pairwise(grid)) == 24

@@ -27,7 +27,7 @@ from .. import ROOT
 from ..judge.checks import CHECKS
 from ..judge.context import Context, Failed
 from .. import REFERENCE_DIR
-from ..grading import _plan, _reference_results
+from ..judge.expected import expected, plan
 from ..judge.reference import reference
 from ..run.harness import execute
 
@@ -100,12 +100,12 @@ def kill(problem, mutant: Mutant, seed: int) -> str | None:
         target = getattr(module, problem.symbol)
     except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is killed
         return f"load ({type(exc).__name__})"
-    plan = _plan(problem, seed, False)
-    refs = _reference_results(problem, seed, False)
-    got = _answers(plan, target)
+    cases = plan(problem, seed, False)
+    refs = expected(problem, seed, False)
+    got = _answers(cases, target)
     if got is None:
         return "timeout"
-    ctx = Context(problem, plan, got, refs, None, seed)
+    ctx = Context(problem, cases, got, refs, None, seed)
     for cid in problem.points:
         check = CHECKS[cid]
         if check.needs_cuda or "imports" in check.groups:

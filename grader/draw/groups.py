@@ -57,13 +57,16 @@ def group_call_errors(problem, seed):
 
 
 def group_memory(problem, seed):
-    """Configs 0 and 3, fitted by the spec's memory_fit, with its memory settings; each call's forward
-    records its largest allocation."""
-    cases = []
+    """Configs 0 and 3, fitted by the spec's memory_fit (once only where the fit makes them the same dims), with
+    its memory settings; each call's forward records its largest allocation."""
+    cases, fitted = [], set()
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci not in (0, 3):
             continue
         cfg = problem.memory_fit(cfg)
+        if (vi, repr(sorted(cfg.items()))) in fitted:
+            continue
+        fitted.add((vi, repr(sorted(cfg.items()))))
         call = base_call(problem, cfg, variant, gen("memory"), make_mask(problem, "query", cfg, gen("memory", "lens")))
         for i, (overrides, allowed) in enumerate(problem.memory(cfg, call["args"])):
             measured = dict(with_args(problem, call, overrides), measure=True)
@@ -85,19 +88,53 @@ def group_imports(problem, seed):
 
 
 def group_base(problem, seed):
-    """Every variant, config and masking kind, float64, eval(); on config 0, also every valid
-    score far below 0 (about NEGATIVE) next to masked keys, where the spec can arrange it."""
+    """Float64, eval(): every pair of variant and config, of variant and masking kind and of config and masking
+    kind at least once (pairwise: each factor's interactions with each other factor, not their full product); the
+    same for block settings, where the problem has them; on config 0, also every valid score far below 0 (about
+    NEGATIVE) next to masked keys, where the spec can arrange it."""
+    cells = list(each_case(problem, seed))
+    kinds = {(vi, ci): mask_kinds(problem, cfg) for vi, _, ci, cfg, _ in cells}
+    chosen = pairwise(kinds)
     cases = [
         Case(case_key("base", vi, ci, kind), "base", variant, cfg,
              base_call(problem, cfg, variant, gen(), make_mask(problem, kind, cfg, gen("lens", kind))), lens=kind)
-        for vi, variant, ci, cfg, gen in each_case(problem, seed) for kind in mask_kinds(problem, cfg)
+        for vi, variant, ci, cfg, gen in cells for kind in kinds[(vi, ci)] if (vi, ci, kind) in chosen
     ]
-    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+    blocks = {(vi, ci): tuple(range(len(problem.blocks(cfg)))) for vi, _, ci, cfg, _ in cells}
+    chosen = pairwise(blocks)
+    for vi, variant, ci, cfg, gen in cells:
         for bi, overrides in enumerate(problem.blocks(cfg)):
+            if (vi, ci, bi) not in chosen:
+                continue
             kind = _kind(problem, "query")
             call = base_call(problem, cfg, variant, gen("block", bi), make_mask(problem, kind, cfg, gen("block", bi, "lens")))
             cases.append(Case(case_key("base", vi, ci, f"block{bi}"), "base", variant, cfg, with_args(problem, call, overrides), lens=kind))
     return cases + _negative(problem, seed, "base", NEGATIVE, "float64")
+
+
+def pairwise(options: dict) -> set:
+    """Triples (variant, config, option) from {(variant, config): the options valid there} that cover every pair of
+    variant and config, of variant and option, and of config and option that the cells allow: each (config,
+    option) with the variants taken in turn, then any pair still missing."""
+    variants = sorted({v for v, _ in options})
+    configs = sorted({c for _, c in options})
+    chosen: set = set()
+    names = list(dict.fromkeys(o for opts in options.values() for o in opts))
+    for c in configs:
+        for i, o in enumerate(names):
+            turn = [variants[(c + i + j) % len(variants)] for j in range(len(variants))]
+            v = next((v for v in turn if o in options.get((v, c), ())), None)
+            if v is not None:
+                chosen.add((v, c, o))
+    for (v, c), opts in options.items():
+        if opts and not any((v, c) == t[:2] for t in chosen):
+            chosen.add((v, c, opts[(v + c) % len(opts)]))
+    for v in variants:
+        for o in names:
+            cells = [c for c in configs if o in options.get((v, c), ())]
+            if cells and not any(t[0] == v and t[2] == o for t in chosen):
+                chosen.add((v, cells[(v + names.index(o)) % len(cells)], o))
+    return chosen
 
 
 NEGATIVE = -50.0

@@ -11,12 +11,8 @@ from .options import BadInput, default_impl, json_path
 
 
 def cmd_grade(args) -> int:
-    import pytest
-
-    from ..defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
     from ..report.summary import failures, table
     from ..report.term import fancy
-
     from ..run.submission import open_submission
 
     from ..judge.checks import validate_checks
@@ -29,42 +25,11 @@ def cmd_grade(args) -> int:
     md = json_path(args.report, "--report") if args.report else None
     junit = json_path(args.junit, "--junit") if args.junit else None
     plots = _plots_dir(args.plots) if args.plots else None
-    seen = {}
-
-    class Capture:
-        @pytest.hookimpl(trylast=True)
-        def pytest_sessionfinish(self, session):
-            seen["grader"] = session.config.pluginmanager.get_plugin("attnkit-grader")
-
-    # No configuration but ours: an empty ini file and an empty folder to "collect" (never the submission's,
-    # whose pytest.ini could name plugins, nor the kit's package, which pytest would import under a second name).
-    empty = tempfile.TemporaryDirectory(prefix="attnkit-grade-")
-    argv = [empty.name, "-c", os.devnull, "--rootdir", empty.name, "-p", "no:terminal", "-p", "no:cacheprovider",
-            "--noconftest", "--attnkit-only", "--attnkit-impl", str(impl),
-            "--attnkit-seed", str(args.seed if args.seed is not None else DEFAULT_SEED),
-            "--attnkit-timeout", str(args.timeout if args.timeout is not None else DEFAULT_TIMEOUT)]
-    if out:
-        argv += ["--attnkit-json", str(out)]
-    if args.problems:
-        from .options import problem_list
-
-        argv += ["--attnkit-problems", ",".join(problem_list(args.problems))]
-    if junit:
-        argv += [f"--junitxml={junit}"]
-    from .options import as_args
-
-    argv += as_args(args)
-    if untrusted(args):
-        argv += ["--attnkit-untrusted"]
     try:
-        pytest.main(argv, plugins=[Capture()])
+        report = _grade_in_pytest(args, impl, out, junit) if junit else _grade_here(args, impl, out)
     finally:
-        empty.cleanup()
         if unpacked:
             unpacked.cleanup()
-    report = getattr(seen.get("grader"), "report", None)
-    if report is None:
-        raise BadInput("grading did not run: is attnkit installed (pip install -e .)? Its pytest plugin is missing")
     print(table(report, colour=fancy()))
     details = failures(report)
     if details:
@@ -82,6 +47,64 @@ def cmd_grade(args) -> int:
         for path in write_plots(report, plots):
             print(f"plot: {path}")
     return exit_code(report)
+
+
+def _grade_here(args, impl, out):
+    """The grading core, called directly: what the pytest plugin runs, without pytest's start-up."""
+    from ..defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
+    from ..grading import grade
+    from ..report.summary import write_json
+    from ..run.jail import decide
+    from .options import from_options, problem_list
+
+    report = grade(impl, problem_list(args.problems), seed=args.seed if args.seed is not None else DEFAULT_SEED,
+                   timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(args),
+                   sandbox=decide(True if untrusted(args) else None))
+    if out:
+        write_json(report, out)
+    return report
+
+
+def _grade_in_pytest(args, impl, out, junit):
+    """The same grading as pytest items (one per check), for the JUnit XML that pytest writes (--junit)."""
+    import pytest
+
+    from ..defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
+    from .options import as_args, problem_list
+
+    seen = {}
+
+    class Capture:
+        @pytest.hookimpl(trylast=True)
+        def pytest_sessionfinish(self, session):
+            seen["grader"] = session.config.pluginmanager.get_plugin("attnkit-grader")
+
+    # No configuration but ours: an empty ini file and an empty folder to "collect" (never the submission's,
+    # whose pytest.ini could name plugins, nor the kit's package, which pytest would import under a second name).
+    empty = tempfile.TemporaryDirectory(prefix="attnkit-grade-")
+    # Plugins that only cost time here: log capture around each check, and a search for unraisable exceptions
+    # that collects garbage five times over every object torch made (a quarter of a second).
+    argv = [empty.name, "-c", os.devnull, "--rootdir", empty.name, "-p", "no:terminal", "-p", "no:cacheprovider",
+            "-p", "no:logging", "-p", "no:unraisableexception",
+            "--noconftest", "--attnkit-only", "--attnkit-impl", str(impl),
+            "--attnkit-seed", str(args.seed if args.seed is not None else DEFAULT_SEED),
+            "--attnkit-timeout", str(args.timeout if args.timeout is not None else DEFAULT_TIMEOUT),
+            f"--junitxml={junit}"]
+    if out:
+        argv += ["--attnkit-json", str(out)]
+    if args.problems:
+        argv += ["--attnkit-problems", ",".join(problem_list(args.problems))]
+    argv += as_args(args)
+    if untrusted(args):
+        argv += ["--attnkit-untrusted"]
+    try:
+        pytest.main(argv, plugins=[Capture()])
+    finally:
+        empty.cleanup()
+    report = getattr(seen.get("grader"), "report", None)
+    if report is None:
+        raise BadInput("grading did not run: is attnkit installed (pip install -e .)? Its pytest plugin is missing")
+    return report
 
 
 GRADER_ERROR_EXIT = 3

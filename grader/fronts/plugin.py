@@ -50,28 +50,29 @@ def pytest_configure(config):
     if not (explicit or default_run):
         return  # `pytest tests`, or another project: the plugin stays out of the way
     config.addinivalue_line("markers", "attnkit(problem, check, points): a graded check of the attnkit grader")
-    from ..run.submission import open_submission
-
-    from .options import problem_list
-
     from ..run.jail import decide
+
+    try:
+        jailed = decide(True if o.attnkit_untrusted else None)
+    except BadInput as exc:
+        raise pytest.UsageError(f"attnkit: {exc}") from None
+    if jailed:
+        from ..run.jail_process import stop, warm_up
+    else:
+        from ..run.forkserver import stop, warm_up
+    config.add_cleanup(stop)
+    warm_up()  # first: the workers' sandbox or forkserver imports torch while pytest and the grader do (the specs too)
+    from ..run.submission import open_submission
+    from .options import problem_list
 
     try:
         impl, unpacked = open_submission(o.attnkit_impl if o.attnkit_impl is not None else config.rootpath / "exercises",
                                          label="--attnkit-impl")
         out = json_path(o.attnkit_json) if o.attnkit_json else None
         chosen = problem_list(o.attnkit_problems)
-        jailed = decide(True if o.attnkit_untrusted else None)
     except BadInput as exc:
         raise pytest.UsageError(f"attnkit: {exc}") from None
     config._attnkit_unpacked = unpacked  # a zip's temporary directory lives as long as the session
-    if jailed:
-        from ..run.jail_process import stop, warm_up
-
-        config.add_cleanup(stop)
-    else:
-        from ..run.forkserver import warm_up
-    warm_up()  # the workers' sandbox or forkserver imports torch while pytest and the grader do
     only = o.attnkit_only or config.args_source != pytest.Config.ArgsSource.ARGS  # no test paths named: grade only
     from .options import from_options
 

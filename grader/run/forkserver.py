@@ -15,7 +15,7 @@ def context():
     if "forkserver" not in mp.get_all_start_methods():  # Windows: spawned workers import torch themselves
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload([f"{__package__}.worker"])
+    ctx.set_forkserver_preload([f"{__package__}.preload"])
     return ctx
 
 
@@ -43,9 +43,26 @@ def stop() -> None:
     """Stop the forkserver and multiprocessing's resource tracker (both restart on demand).
     Jupyter kernels need this: at shutdown ipykernel interrupts its children and waits for them,
     and both ignore SIGINT by design, which would cost every kernel seconds."""
+    import os
+    import signal
     from multiprocessing import forkserver, resource_tracker
 
+    # The forkserver holds nothing to flush (its workers are closed by then); killed, it skips the half second
+    # that an interpreter with torch loaded spends shutting down, which _stop() below would wait for.
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
     # Each module keeps one instance and offers no public way to stop it.
     for server, pid in ((forkserver._forkserver, "_forkserver_pid"), (resource_tracker._resource_tracker, "_pid")):
         if getattr(server, pid, None) is not None and hasattr(server, "_stop"):
             server._stop()
+
+
+def running() -> bool:
+    """Whether this process's forkserver has been started (warm_up): processes from it start in milliseconds."""
+    from multiprocessing import forkserver
+
+    return context().get_start_method() == "forkserver" and getattr(forkserver._forkserver, "_forkserver_pid", None) is not None

@@ -7,179 +7,14 @@ grader's open files.
 """
 from __future__ import annotations
 
-import functools
-import os
-import signal
-import tempfile
+import threading
 import time
 from multiprocessing.connection import wait
 
-from .forkserver import bare_main, context
-from ..files import remove_tree
-from .sandbox import Limits, enter as enter_sandbox, hidden_paths, kill_all, scratch_dir, worker_uid
-from .inbox import FrameReader, Malformed, clean, message
+from .forkserver import context
+from .handle import Worker
+from .sandbox import Limits, hidden_paths
 from .wire import dumps
-from .worker import serve
-
-
-STARTUP = 120.0  # seconds for a worker to say hello (a sandbox importing torch on a loaded machine)
-
-
-class Worker:
-    """One problem's worker process and everything it has reported."""
-
-    def __init__(self, conn, proc, log_path: str, timeout: float, cleanup=None):
-        """`proc`: a started multiprocessing.Process, or a jail_process.JailedProcess; `cleanup()` runs at close."""
-        self.conn, self.proc, self.log_path, self.cleanup = conn, proc, log_path, cleanup
-        self.reader = FrameReader(self.conn.fileno()) if conn is not None else None
-        self.timeout, self.deadline = timeout, time.monotonic() + STARTUP  # the clock starts at hello
-        self.hello = self.loaded = None
-        self.got_loaded = False
-        self.results: dict[str, dict] = {}
-        self.pending: list[str] = []  # keys sent and not answered, in order
-        self.failure: str | None = None  # why the worker stopped answering
-        self.fault = False  # it stopped before its hello: before any learner code ran, so never the learner's doing
-
-    @classmethod
-    def refused(cls, why: str, timeout: float) -> "Worker":
-        """A worker that never started: the submission could not be prepared (too large, too many files)."""
-        w = cls(None, None, "", timeout)
-        w.hello, w.loaded, w.got_loaded = {"cuda": False}, why, True
-        return w
-
-    @classmethod
-    def forked(cls, ctx, impl_dir: str, module: str, symbol: str, timeout: float, limits, hide) -> "Worker":
-        """A worker from the forkserver, sandboxed by sandbox.enter (no bubblewrap)."""
-        conn, child = ctx.Pipe()
-        fd, log_path = tempfile.mkstemp(prefix=f"attnkit-{module}-", suffix=".log")
-        os.close(fd)
-        scratch = scratch_dir()  # removed in close(), whatever happened to the worker
-        enter = functools.partial(enter_sandbox, impl_dir, limits, hide, scratch)
-        proc = ctx.Process(target=serve, args=(child, log_path, module, symbol, enter), daemon=True)
-        with bare_main():
-            proc.start()
-        child.close()
-
-        def cleanup():
-            kill_all(worker_uid(proc.pid), proc.pid)  # identities from what we started, never from the worker
-            try:
-                os.unlink(log_path)
-            except OSError:
-                pass
-            remove_tree(scratch)
-
-        return cls(conn, proc, log_path, timeout, cleanup)
-
-    @property
-    def busy(self) -> bool:
-        return self.failure is None and (self.hello is None or not self.got_loaded or bool(self.pending))
-
-    def submit(self, calls: list[dict]) -> None:
-        """Send a batch; the worker reads it at once (the first one before importing the learner's code)."""
-        if self.failure is None and self.loaded is None:
-            self.pending += [c["key"] for c in calls]
-            try:
-                self.conn.send_bytes(dumps(calls))
-            except OSError:
-                self._died()
-
-    def receive(self) -> None:
-        """Read what the worker has sent so far (never blocking on a partial frame) and take each message."""
-        try:
-            frames = self.reader.read()
-        except Malformed as exc:
-            self._stop(f"the worker sent something that is not a result ({exc})")
-            return
-        except OSError:
-            self._died()
-            return
-        for frame in frames:
-            try:
-                self._take(message(frame))
-            except Malformed as exc:
-                self._stop(f"the worker sent something that is not a result ({exc})")
-                return
-            if self.failure:
-                return
-        if self.reader.eof:
-            self._died()
-
-    def _take(self, msg: dict) -> None:
-        if "hello" in msg:
-            self.hello = msg["hello"]
-            self.deadline = time.monotonic() + self.timeout
-        elif "loaded" in msg:
-            self.loaded, self.got_loaded = msg["loaded"], True
-            if self.loaded:
-                self.pending = []
-        elif "key" in msg:
-            if msg["key"] not in self.pending:
-                raise Malformed(f"a result for a call it was not sent ({msg['key']!r:.60})")
-            self.results[msg["key"]] = msg["result"]
-            self.pending.remove(msg["key"])
-
-    def check_deadline(self, now: float) -> None:
-        if self.busy and now > self.deadline:
-            if self.hello is None:
-                self._stop(f"the worker did not start within {STARTUP:g} s{self._said()}")
-            else:
-                self._stop(f"timed out after {self.timeout:g} s{self._where()} (an endless loop, or far too slow)")
-
-    def _said(self) -> str:
-        said = getattr(self.proc, "said", lambda: "")()
-        return f" (the sandbox said: {clean(said, 600)})" if said else ""
-
-    def _died(self) -> None:
-        self.proc.join(5)
-        code = self.proc.exitcode
-        if self.hello is None:
-            self._stop(f"the worker process ended before it started (status {code}){self._said()}{self._log_tail()}")
-            return
-        if code is not None and code < 0:
-            try:
-                why = f"crashed with {signal.Signals(-code).name}"
-            except ValueError:
-                why = f"was killed by signal {-code}"
-        else:
-            why = f"exited with status {code} (sys.exit or os._exit in the learner's code?)"
-        self._stop(f"the worker process {why}{self._where()}{self._log_tail()}")
-
-    def _where(self) -> str:
-        if not self.got_loaded:
-            return " while importing the module"
-        return f" while running call {self.pending[0]}" if self.pending else ""
-
-    def _stop(self, why: str) -> None:
-        self.failure, self.fault = why, self.hello is None
-        self.close()
-
-    def _log_tail(self, limit: int = 600) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - limit))
-                text = f.read().decode("utf-8", "replace").strip()
-        except OSError:
-            return ""
-        return f"; its last output:\n{clean(text)}" if text else ""
-
-    def close(self) -> None:
-        """Stop the worker and every process it started; nothing of it outlives the grading."""
-        if self.proc is None:
-            return
-        if self.proc.is_alive():
-            try:
-                self.conn.send_bytes(dumps(None))
-            except OSError:
-                pass
-            self.proc.join(0.5)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
-        self.reader.close()
-        self.conn.close()
-        if self.cleanup:
-            self.cleanup()
 
 
 class Pool:
@@ -190,6 +25,7 @@ class Pool:
         """`jailed`: every worker inside one bubblewrap sandbox for this submission (jail.py); else each
         forked from the forkserver and sandboxed by sandbox.enter."""
         limits = limits or Limits()
+        self.sender: threading.Thread | None = None
         self.workers: dict[str, Worker] = {}
         self.jail = None
         if jailed:
@@ -207,6 +43,22 @@ class Pool:
         for pid, (module, symbol) in targets.items():
             self.workers[pid] = Worker.forked(ctx, impl_dir, module, symbol, timeout, limits, hide)
 
+    def submit_all(self, batches: dict[str, list[dict]]) -> None:
+        """Each worker's first batch, in this order, sent by a thread: a worker drains its pipe only when the
+        scheduler lets it, and the grader has its own work meanwhile. The calls count as pending at once; a
+        failed send shows as the worker's end of file, read by the grader's own thread."""
+        frames = [(self.workers[pid], dumps(calls)) for pid, calls in batches.items() if self.workers[pid].expect(calls)]
+
+        def send_all():
+            for w, data in frames:
+                try:
+                    w.send(data)
+                except OSError:
+                    pass
+
+        self.sender = threading.Thread(target=send_all, name="attnkit-submit", daemon=True)
+        self.sender.start()
+
     def wait_hello(self) -> None:
         """Every worker says hello (and whether it sees CUDA) before running any learner code."""
         self._pump(lambda w: w.failure is None and w.hello is None)
@@ -214,10 +66,29 @@ class Pool:
     def run_until_idle(self) -> None:
         self._pump(lambda w: w.busy)
 
-    def _pump(self, waiting) -> None:
+    def run_until(self, done, wake=()) -> None:
+        """Read from every busy worker until `done()` holds or none is busy; return early when a connection in
+        `wake` has something to read (the caller's own)."""
+        self._pump(lambda w: w.busy, done, list(wake))
+
+    def poll(self) -> None:
+        """Read what has arrived by now, without waiting (between the grader's own computations, so that no
+        worker blocks on a full pipe meanwhile)."""
+        active = {w.conn: w for w in self.workers.values() if w.conn is not None and w.failure is None and not w.stop_sent}
+        for conn in wait(list(active), timeout=0) if active else ():
+            active[conn].receive()
+
+    def release(self, pid: str) -> None:
+        """Tell an idle worker to exit now (close() reaps it), so that it ends while the others run."""
+        w = self.workers[pid]
+        if w.proc is not None and not w.busy and w.failure is None:
+            w.send_stop()
+
+    def _pump(self, waiting, done=None, wake=()) -> None:
         while True:
+            self.poll()  # what arrived while the grader was busy counts before any deadline is judged
             active = {w.conn: w for w in self.workers.values() if waiting(w)}
-            if not active:
+            if not active or (done is not None and done()):
                 return
             now = time.monotonic()
             for w in active.values():
@@ -226,10 +97,20 @@ class Pool:
             if not active:
                 return
             left = min(w.deadline for w in active.values()) - now
-            for conn in wait(list(active), timeout=max(0.01, left)):
+            for conn in wait(list(active) + list(wake), timeout=max(0.01, left)):
+                if conn not in active:
+                    return
                 active[conn].receive()
 
     def close(self) -> None:
+        if self.sender is not None and self.sender.is_alive():  # a worker that never read its batch: end it first
+            for w in self.workers.values():
+                if w.proc is not None and w.busy:
+                    w.proc.kill()
+            self.sender.join()
+        for w in self.workers.values():  # all asked first: they exit side by side
+            if w.proc is not None and w.proc.is_alive():
+                w.send_stop()
         for w in self.workers.values():
             w.close()
         if self.jail:

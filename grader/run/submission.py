@@ -7,7 +7,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from ..errors import BadInput
-from ..problems import ORDER
+from .. import problems  # problems.ORDER loads the specs (torch): only when a submission is opened
 
 MAX_UNPACKED = 50 << 20  # bytes
 MAX_MEMBERS = 1000
@@ -77,9 +77,9 @@ def _find_root(dest: Path, archive: Path, label: str) -> Path:
     """The folder of the zip that holds the problem files: its root or one folder down (or two)."""
     for depth in range(3):
         for d in [dest] if depth == 0 else dest.glob("/".join(["*"] * depth)):
-            if d.is_dir() and "__MACOSX" not in d.parts and any((d / f"{pid}.py").is_file() for pid in ORDER):
+            if d.is_dir() and "__MACOSX" not in d.parts and any((d / f"{pid}.py").is_file() for pid in problems.ORDER):
                 return d
-    raise BadInput(f"{label}: none of the problem files is in it ({', '.join(f'{p}.py' for p in ORDER)})")
+    raise BadInput(f"{label}: none of the problem files is in it ({', '.join(f'{p}.py' for p in problems.ORDER)})")
 
 
 def impl_dir(path) -> Path:
@@ -88,6 +88,6 @@ def impl_dir(path) -> Path:
         raise BadInput(f"--impl {path}: no such file or directory")
     if not p.is_dir():
         raise BadInput(f"--impl {path}: not a directory")
-    if not any((p / f"{pid}.py").is_file() for pid in ORDER):
-        raise BadInput(f"--impl {path}: none of the problem files is there ({', '.join(f'{pid}.py' for pid in ORDER)})")
+    if not any((p / f"{pid}.py").is_file() for pid in problems.ORDER):
+        raise BadInput(f"--impl {path}: none of the problem files is there ({', '.join(f'{pid}.py' for pid in problems.ORDER)})")
     return p.resolve()

@@ -1,0 +1,12 @@
+"""What the workers' forkserver loads once, before it forks any worker (never imported by the grader itself).
+
+Every module a worker runs is imported here, so that no worker imports or executes one again; then the
+garbage collector freezes everything loaded so far (gc.freeze, as its documentation advises before fork):
+a collection in a worker would otherwise walk torch's hundreds of thousands of objects, writing their
+reference counts, and copy nearly every page it inherited (a third of a second of CPU per worker).
+"""
+import gc
+
+from . import harness, intercept, no_autograd, worker  # noqa: F401 - loaded for the workers
+
+gc.freeze()
