@@ -36,6 +36,7 @@ class Report:
     devices: dict
     problems: list[ProblemResult]
     sandbox: str = "process"  # "bubblewrap": graded inside bwrap (jail.py); "process": sandbox.enter alone
+    variant: str | None = None  # the candidate's variant (`--variant NAME`), whose name gave the seed
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -27,6 +27,7 @@ GRADESCOPE_SCHEMA = {  # the fields Gradescope reads from results.json
     "type": "object", "required": ["tests"],
     "properties": {
         "score": {"type": "number"}, "output": {"type": "string"}, "stdout_visibility": {"enum": ["hidden", "visible"]},
+        "visibility": {"enum": ["visible", "hidden", "after_due_date", "after_published"]},
         "tests": {"type": "array", "items": {"type": "object", "required": ["name", "score", "max_score"],
                                              "properties": {"name": {"type": "string"}, "score": {"type": "number"},
                                                             "max_score": {"type": "number"},
@@ -55,7 +56,7 @@ def test_export_bundle_has_no_solution_and_no_hidden_check(tmp_path):
     assert r.returncode == 0, r.stderr
     files = {p: p.read_text() for p in (tmp_path / "bundle").rglob("*") if p.is_file()}
     names = {str(p.relative_to(tmp_path / "bundle")) for p in files}
-    assert names == {"README.md", "test_public.py", "submission/__init__.py",
+    assert names == {"README.md", "test_public.py", "conftest.py", "submission/__init__.py",
                      *(f"submission/{p.id}.py" for p in all_problems())}
     text = "\n".join(files.values())
     for p in all_problems():
@@ -237,6 +238,39 @@ def test_gradescope_empty_submission_still_gets_results(tmp_path):
     r = attnkit("gradescope", "run", "--root", str(tmp_path))
     results = json.loads((tmp_path / "results" / "results.json").read_text())
     assert r.returncode == 0 and results["score"] == 0 and "Upload the problem files" in results["output"]
+
+
+def test_gradescope_visibility_reaches_results_json(tmp_path, monkeypatch):
+    """--visibility is written into the autograder's copy of the kit and from there into results.json, for the whole
+    result and each test; a spec's field visibility overrides it for its check; without it, nothing changes."""
+    import dataclasses
+
+    from attnkit import problems
+    from attnkit.integrations import gradescope
+    from attnkit.results import CheckResult, ProblemResult, Report
+
+    assert attnkit("gradescope", "build", str(tmp_path / "a.zip"), "--visibility", "after_due_date").returncode == 0
+    with zipfile.ZipFile(tmp_path / "a.zip") as z:
+        assert json.loads(z.read("attnkit/gradescope.json")) == {"visibility": "after_due_date"}
+    bad = attnkit("gradescope", "build", str(tmp_path / "b.zip"), "--visibility", "later")
+    assert bad.returncode == 2 and "invalid choice: 'later'" in bad.stderr and not (tmp_path / "b.zip").exists()
+    checks = [CheckResult("masking", "masking", "passed", 2, 2, ""), CheckResult("memory", "memory", "failed", 0, 3, "x")]
+    report = Report(impl="x", seed=0, score=2, max_score=5, devices={"cpu": True, "cuda": False}, sandbox="process",
+                    problems=[ProblemResult("chunked_additive_attention", "t", "failed", 2, 5, checks)])
+    real = problems.get
+    monkeypatch.setattr(problems, "get", lambda pid: dataclasses.replace(real(pid), visibility={"memory": "hidden"}))
+    data = gradescope.results(report, "after_due_date")
+    jsonschema.validate(data, GRADESCOPE_SCHEMA)
+    assert data["visibility"] == "after_due_date"
+    assert [t["visibility"] for t in data["tests"]] == ["after_due_date", "hidden"]
+    monkeypatch.setattr(problems, "get", real)
+    plain = gradescope.results(report)
+    assert "visibility" not in plain and [t["visibility"] for t in plain["tests"]] == ["visible", "visible"]
+    monkeypatch.setattr(gradescope, "ROOT", tmp_path)  # the autograder's copy of the kit
+    (tmp_path / "gradescope.json").write_text('{"visibility": "after_published"}')
+    assert gradescope.settings() == {"visibility": "after_published"}
+    (tmp_path / "gradescope.json").write_text('{"visibility": "everyone"}')
+    assert gradescope.settings() == {}
 
 
 def test_classroom_workflow_gives_every_check_its_points(tmp_path):

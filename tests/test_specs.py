@@ -36,6 +36,8 @@ def _broken(field: str):
         return dataclasses.replace(p, mistakes=p.mistakes + (stale,), zh={**zh, "mistakes": {**zh["mistakes"], "stale": ("", "", "")}})
     if field == "id":
         return dataclasses.replace(p, id="luong")
+    if field == "visibility":
+        return dataclasses.replace(p, visibility={"masking": "after_due", "parity_floa64": "hidden"})
     forward = p.methods[-1]
     if field == "arg role":
         args = (forward.args[0]._replace(role="queries"),) + forward.args[1:]
@@ -59,6 +61,8 @@ def _broken(field: str):
     ("translation", "missing translation zh['mistakes']"),
     ("patch", "mistake 'stale': its patch no longer applies to the reference"),
     ("id", "field id is 'luong', not the file's name 'luong_attention'"),
+    ("visibility", "field visibility must map checks of field points to one of hidden, after_due_date, after_published, "
+                   "visible (unknown checks: parity_floa64)"),
     ("arg role", "field methods[1].args: argument 'queries' has role 'queries'"),
     ("output role", "more than one output with role 'weights'"),
     ("output dims", "output 'output' needs named dims"),

@@ -6,10 +6,11 @@ import gc
 import sys
 
 from .commands import (untrusted, cmd_batch, cmd_classroom, cmd_course, cmd_dev, cmd_export, cmd_grade,
-                       cmd_gradescope)
+                       cmd_gradescope, cmd_similarity)
 from ..run.submission import impl_dir
 from ..errors import SpecError
-from .options import BadInput, default_impl, positive
+from ..model.spec import VISIBILITIES
+from .options import BadInput, default_impl, positive, share, variant_name
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,6 +34,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--json", metavar="REPORT.json", help="also write the JSON report here")
     g.add_argument("--plots", metavar="DIR", help="write a PNG of the attention weights per failing check here")
     g.add_argument("--seed", type=int, help="seed of the hidden inputs (default: the kit's)")
+    g.add_argument("--variant", metavar="NAME", type=variant_name,
+                   help="grade the variant NAME that `attnkit export --variant NAME` gave the candidate (its own seed)")
     g.add_argument("--problems", metavar="ID,...", help="grade only these problems (ids or unique prefixes)")
     g.add_argument("--report", metavar="REPORT.md", help="write the interviewer's report (markdown) here")
     g.add_argument("--junit", metavar="PATH.xml", help="write JUnit XML (one test case per check) here")
@@ -71,9 +74,19 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--problems", metavar="ID,...", help="grade only these problems (ids or unique prefixes)")
     add_limit_flags(b)
     b.set_defaults(run=cmd_batch)
+    sim = sub.add_parser("similarity", help="for instructors: pairs of submissions whose code is suspiciously alike")
+    sim.add_argument("path", metavar="SUBMISSIONS_OR_RESULTS",
+                     help="a folder of submissions (directories, .zip files), or what grade-batch --out wrote")
+    sim.add_argument("--threshold", type=share, default=0.6, metavar="F",
+                     help="list pairs sharing at least this share of their code beyond the stubs (0..1, default 0.6)")
+    sim.add_argument("--json", metavar="OUT.json", help="also write the pairs as JSON")
+    sim.set_defaults(run=cmd_similarity)
     gs = sub.add_parser("gradescope", help="for courses on Gradescope: build the autograder, or run it")
     gs.add_argument("action", choices=["build", "run"])
     gs.add_argument("out", nargs="?", metavar="OUT.zip", help="build: the autograder zip to write")
+    gs.add_argument("--visibility", choices=VISIBILITIES,
+                    help="build: who sees each check's result (default: visible at once; a spec's field visibility "
+                    "overrides it per check)")
     gs.add_argument("--root", default="/autograder", help=argparse.SUPPRESS)
     gs.set_defaults(run=cmd_gradescope)
     cl = sub.add_parser("classroom", help="for GitHub Classroom: write the autograding workflow")
@@ -85,6 +98,8 @@ def parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="for interviewers: write a candidate bundle (stubs, README, public checks)")
     e.add_argument("directory", metavar="DIR")
     e.add_argument("--problems", metavar="ID,...", help="which problems (default: all); a unique prefix works")
+    e.add_argument("--variant", metavar="NAME", type=variant_name,
+                   help="a variant of the hidden inputs for this candidate (grade with the same --variant NAME)")
     e.set_defaults(run=cmd_export)
     c = sub.add_parser("course", help="for instructors: make an nbgrader course")
     c.add_argument("action", choices=["init"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -20,16 +21,28 @@ def cmd_grade(args) -> int:
 
     for problem in all_problems():  # a broken spec: one clear line (exit 3), before any grading
         validate_checks(problem)
+    if args.variant is not None:
+        if args.seed is not None:
+            raise BadInput("--variant NAME sets the seed of the hidden inputs: give --variant or --seed, not both")
+        from ..defaults import variant_seed
+
+        args.seed = variant_seed(args.variant)
     impl, unpacked = open_submission(args.impl if args.impl is not None else default_impl())
     out = json_path(args.json) if args.json else None
     md = json_path(args.report, "--report") if args.report else None
     junit = json_path(args.junit, "--junit") if args.junit else None
     plots = _plots_dir(args.plots) if args.plots else None
     try:
-        report = _grade_in_pytest(args, impl, out, junit) if junit else _grade_here(args, impl, out)
+        report = _grade_in_pytest(args, impl, junit) if junit else _grade_here(args, impl)
+        attempts = _attempts(impl, report) if md else None  # read before a zip's folder is removed
     finally:
         if unpacked:
             unpacked.cleanup()
+    report.variant = args.variant
+    if out:
+        from ..report.summary import write_json
+
+        write_json(report, out)
     print(table(report, colour=fancy()))
     details = failures(report)
     if details:
@@ -39,7 +52,8 @@ def cmd_grade(args) -> int:
     if md:
         from ..report.interview import write
 
-        write(report, md, str(args.impl), ["grade", *sys.argv[2:]] if sys.argv[1:2] == ["grade"] else ["grade"])
+        write(report, md, str(args.impl), ["grade", *sys.argv[2:]] if sys.argv[1:2] == ["grade"] else ["grade"],
+              attempts)
         print(f"interviewer's report: {md}")
     if plots:
         from ..report.plots import write_plots
@@ -49,26 +63,34 @@ def cmd_grade(args) -> int:
     return exit_code(report)
 
 
-def _grade_here(args, impl, out):
+def _attempts(impl, report) -> list[str]:
+    """The attempt log's section of the interviewer's report: the public checks' runs, as the candidate's machine
+    logged them."""
+    from ..integrations.public import cases
+    from ..problems import get
+    from ..report.attempts import read, timeline
+
+    known = {c["id"]: p.id for p in map(get, (p.id for p in report.problems)) for c in cases(p)}
+    return timeline(read(impl, known), known)
+
+
+def _grade_here(args, impl):
     """The grading core, called directly: what the pytest plugin runs, without pytest's start-up."""
     import gc
 
     gc.freeze()  # torch and the specs stay loaded for good: no collection walks them again (a tenth of a second each)
     from ..defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
     from ..grading import grade
-    from ..report.summary import write_json
     from ..run.jail import decide
     from .options import from_options, problem_list
 
     report = grade(impl, problem_list(args.problems), seed=args.seed if args.seed is not None else DEFAULT_SEED,
                    timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(args),
                    sandbox=decide(True if untrusted(args) else None))
-    if out:
-        write_json(report, out)
     return report
 
 
-def _grade_in_pytest(args, impl, out, junit):
+def _grade_in_pytest(args, impl, junit):
     """The same grading as pytest items (one per check), for the JUnit XML that pytest writes (--junit)."""
     import pytest
 
@@ -93,8 +115,6 @@ def _grade_in_pytest(args, impl, out, junit):
             "--attnkit-seed", str(args.seed if args.seed is not None else DEFAULT_SEED),
             "--attnkit-timeout", str(args.timeout if args.timeout is not None else DEFAULT_TIMEOUT),
             f"--junitxml={junit}"]
-    if out:
-        argv += ["--attnkit-json", str(out)]
     if args.problems:
         argv += ["--attnkit-problems", ",".join(problem_list(args.problems))]
     argv += as_args(args)
@@ -159,7 +179,29 @@ def cmd_gradescope(args) -> int:
         return gradescope.run(args.root)
     if not args.out:
         raise BadInput("gradescope build needs OUT.zip")
-    print(f"wrote {gradescope.build(args.out)}: upload it as the autograder (Configure Autograder, zip file)")
+    print(f"wrote {gradescope.build(args.out, args.visibility)}: upload it as the autograder (Configure Autograder, "
+          "zip file)")
+    return 0
+
+
+def cmd_similarity(args) -> int:
+    from ..integrations.similarity import pairs, source_of
+
+    try:
+        import copydetect  # noqa: F401
+    except ImportError:
+        raise BadInput('similarity needs copydetect: pip install -e ".[similarity]"') from None
+    out = json_path(args.json) if args.json else None
+    found = pairs(source_of(Path(args.path)), args.threshold)
+    for f in found:
+        per = ", ".join(f"{pid} {s:.0%}" for pid, s in f["problems"].items())
+        print(f"{f['similarity']:.0%}  {f['a']}  {f['b']}  ({f['tokens']} tokens alike; {per})")
+    print(f"{len(found)} pair(s) at or above {args.threshold:.0%} alike (beyond the stubs and the kit's public code)")
+    if out:
+        from ..files import atomic_write
+        import json
+
+        atomic_write(out, json.dumps({"threshold": args.threshold, "pairs": found}, indent=2) + "\n")
     return 0
 
 
@@ -176,10 +218,11 @@ def cmd_export(args) -> int:
     from .options import problem_list
     from ..problems import ORDER
 
-    for path in export(args.directory, problem_list(args.problems) or list(ORDER)):
+    for path in export(args.directory, problem_list(args.problems) or list(ORDER), args.variant):
         print(f"wrote {path}")
-    print(f"give the candidate {args.directory}; grade what comes back with `attnkit grade --impl submission.zip "
-          f"--report report.md`")
+    variant = f" --variant {shlex.quote(args.variant)}" if args.variant is not None else ""
+    print(f"give the candidate {args.directory}; grade what comes back with `attnkit grade --impl submission.zip"
+          f"{variant} --report report.md`")
     return 0
 
 

@@ -78,3 +78,27 @@ def as_args(options) -> list[str]:
     """The limits set in `options`, as the pytest plugin's flags (--attnkit-cpu-limit 5 ...)."""
     return [a for f, flag, *_ in FLAGS if getattr(options, f"limit_{f}", None) is not None
             for a in ("--attnkit-" + flag[2:], str(getattr(options, f"limit_{f}")))]
+
+
+def variant_name(text: str) -> str:
+    """An argparse type: a variant's name (`--variant`): 1 to 64 letters, digits and . _ + @ - (a name that is safe in
+    a file name, a shell command and a report)."""
+    import argparse
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9._+@-]{1,64}", text):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a variant name: 1 to 64 letters, digits and . _ + @ -")
+    return text
+
+
+def share(text: str) -> float:
+    """An argparse type: a share between 0 and 1."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a share between 0 and 1")
+    return value

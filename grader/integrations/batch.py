@@ -58,6 +58,7 @@ def run(folder, out, workers: int = 2, force: bool = False, **grading) -> dict[s
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadInput(f"--out {out}: cannot create it ({exc.strerror})") from None
+    write_json_dict({"submissions": str(folder.resolve())}, out / "source.json")  # `attnkit similarity OUT` reads it
     lock, rows = threading.Lock(), {}
     names = {p: _name(p) for p in subs}
     todo = []

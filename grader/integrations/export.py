@@ -37,6 +37,35 @@ def test_shapes_and_weight_sums(case):
 '''
 
 
+CONFTEST = '''"""Logs each run of the public checks in submission/attempts.jsonl, which goes back with submission.zip: the
+time (UTC) and which checks passed. Your interviewer sees it as a timeline of your attempts."""
+import json
+import time
+from pathlib import Path
+
+LOG = Path(__file__).resolve().parent / "submission" / "attempts.jsonl"
+_OUTCOMES = {}
+
+
+def pytest_runtest_logreport(report):
+    if "[" in report.nodeid and (report.when == "call" or report.outcome != "passed"):
+        _OUTCOMES[report.nodeid.rsplit("[", 1)[1].rstrip("]")] = report.passed and report.when == "call"
+
+
+def pytest_sessionfinish(session):
+    if not _OUTCOMES or not LOG.parent.is_dir():
+        return
+    entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "passed": sorted(c for c, ok in _OUTCOMES.items() if ok),
+             "failed": sorted(c for c, ok in _OUTCOMES.items() if not ok)}
+    try:
+        with open(LOG, "a") as log:
+            log.write(json.dumps(entry) + "\\n")
+    except OSError:
+        pass
+'''
+
+
 def _readme(problems) -> str:
     rows = "\n".join(f"| `{PACKAGE}/{p.id}.py` | `{p.symbol}` | {p.summary} |" for p in problems)
     return f"""# Attention mechanisms: coding exercise
@@ -65,6 +94,8 @@ pytest test_public.py
 
 The public checks only cover shapes and weight sums on one example. Your submission is
 graded with hidden checks on masking, gradients, numerical agreement, stability and more.
+Each run of the public checks adds a line to `{PACKAGE}/attempts.jsonl` (the time, and which
+checks passed); it goes back with your submission and your interviewer sees it.
 
 ## Submit
 
@@ -72,7 +103,9 @@ Zip the `{PACKAGE}` folder (`zip -r submission.zip {PACKAGE}`) and send it back.
 """
 
 
-def export(directory, problem_ids: list[str]) -> list[Path]:
+def export(directory, problem_ids: list[str], variant: str | None = None) -> list[Path]:
+    """The bundle for one candidate. `variant`: the name whose seed grades this candidate (`attnkit grade --variant`);
+    it is the interviewer's to keep: nothing in the bundle names it (with the public kit, the name gives the seed)."""
     problems = [get(pid) for pid in problem_ids]
     missing = sorted({r for p in problems for r in p.requires} - set(problem_ids))
     if missing:
@@ -81,7 +114,7 @@ def export(directory, problem_ids: list[str]) -> list[Path]:
     root = Path(directory)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise BadInput(f"{directory} exists and is not empty: choose a new directory (nothing is overwritten)")
-    files = {f"{PACKAGE}/__init__.py": "", "README.md": _readme(problems)}
+    files = {f"{PACKAGE}/__init__.py": "", "README.md": _readme(problems), "conftest.py": CONFTEST}
     files.update({f"{PACKAGE}/{p.id}.py": render(p) for p in problems})
     checks = inspect.getsource(public_checks).split('"""', 2)[2].lstrip("\n")  # drop the module docstring
     test = TEST_HEADER + checks.replace("import torch\n", "import torch\n", 1) + TEST_BODY.format(

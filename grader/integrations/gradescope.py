@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import ROOT
 from ..errors import BadInput
+from ..model.spec import VISIBILITIES
 from ..problems import ORDER
 
 KIT_PARTS = ("pyproject.toml", "README.md", "grader", "solutions")
@@ -33,8 +34,15 @@ root="${AUTOGRADER_ROOT:-/autograder}"
 """
 
 
-def build(out) -> Path:
+SETTINGS = "gradescope.json"
+"""In the autograder's copy of the kit: the settings `build` was given (the default visibility)."""
+
+
+def build(out, visibility: str | None = None) -> Path:
+    """The autograder zip; `visibility`: who sees each check's result (VISIBILITIES), unless its spec says otherwise."""
     out = Path(out)
+    if visibility is not None and visibility not in VISIBILITIES:
+        raise BadInput(f"--visibility {visibility}: choose one of {', '.join(VISIBILITIES)}")
     if out.suffix.lower() != ".zip":
         raise BadInput(f"{out}: the autograder must be a .zip")
     if out.exists():
@@ -45,6 +53,8 @@ def build(out) -> Path:
                 info = zipfile.ZipInfo(name)
                 info.external_attr = 0o755 << 16
                 z.writestr(info, text)
+            if visibility is not None:
+                z.writestr(f"attnkit/{SETTINGS}", json.dumps({"visibility": visibility}) + "\n")
             for part in KIT_PARTS:
                 path = ROOT / part
                 files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
@@ -78,17 +88,34 @@ def _without_learner_text(line: str) -> str:
         " (the message is left out here; run the public checks to see it)"
 
 
-def results(report) -> dict:
+def results(report, visibility: str | None = None) -> dict:
+    """Gradescope's results.json: one test per check, each visible as its spec says (field visibility), else as
+    `visibility` (also the whole result's), else at once."""
+    from ..problems import get
+
     tests = []
     for p in report.problems:
+        own = get(p.id).visibility or {}
         for c in p.checks:
             if c.status == "skipped":
                 continue
             tests.append({"name": f"{p.id}: {c.id}", "score": c.score, "max_score": c.max_score,
                           "status": "passed" if c.status == "passed" else "failed",
-                          "output": public_output(c), "visibility": "visible"})
+                          "output": public_output(c), "visibility": own.get(c.id, visibility or "visible")})
     summary = "\n".join(f"{p.id}: {p.status.replace('_', ' ')} ({p.score:g}/{p.max_score:g})" for p in report.problems)
-    return {"score": report.score, "output": summary, "tests": tests, "stdout_visibility": "hidden"}
+    data = {"score": report.score, "output": summary, "tests": tests, "stdout_visibility": "hidden"}
+    if visibility is not None:
+        data["visibility"] = visibility
+    return data
+
+
+def settings() -> dict:
+    """What `build` wrote into this copy of the kit ({} where it was built without options, or outside one)."""
+    try:
+        data = json.loads((ROOT / SETTINGS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("visibility") in VISIBILITIES else {}
 
 
 def run(root, sandbox: bool | None = True) -> int:
@@ -104,10 +131,11 @@ def run(root, sandbox: bool | None = True) -> int:
         impl, unpacked = open_submission(root / "submission", label="your submission")
     except BadInput as exc:
         files = ", ".join(f"{pid}.py" for pid in ORDER)
-        data = {"score": 0, "output": f"{exc}. Upload the problem files ({files}).", "tests": []}
+        data = {"score": 0, "output": f"{exc}. Upload the problem files ({files}).", "tests": [],
+                **({"visibility": settings()["visibility"]} if settings() else {})}
     else:
         try:
-            data = results(grade(impl, sandbox=sandbox))
+            data = results(grade(impl, sandbox=sandbox), settings().get("visibility"))
         finally:
             if unpacked:
                 unpacked.cleanup()

@@ -34,6 +34,9 @@ SCORE_BOUND = 1e4
 """The contract promises finite, right results for |scores| up to this; `amplify` hooks reach it."""
 
 LENS_DOC = "None, (B,) or (B, Tq) integer tensor; key j is valid for a query when j < valid_len"
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+"""Who sees a check's result on Gradescope (its results.json `visibility`): nobody, students after the due date,
+after the grades are published, or at once."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,8 @@ class Problem:
     # may chunk leave a partial last block
     blocks: Callable = lambda cfg: ()
     call_errors: Callable = lambda cfg: ()  # functions: ({arg name: value}, why, words) that must raise ValueError
+    # check id -> who sees its result on Gradescope (VISIBILITIES), over `attnkit gradescope build --visibility`
+    visibility: dict | None = None
     track: str = ""  # the track (grader/fronts/tracks.py) this problem belongs to
     after: tuple[str, ...] = ()  # problems to solve first (besides `requires`): what this one builds on
     # Simplified Chinese: title, summary, hints, class_doc, statements (one per method), mistakes {id: (name, explain, hint)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import REFERENCE_DIR
 from ..errors import SpecError
 from .roles import ARG_ROLES, MASK_ROLES, OUT_ROLES
-from .spec import DIMS, Problem
+from .spec import DIMS, VISIBILITIES, Problem
 from .tracks import TRACKS
 
 
@@ -24,6 +24,10 @@ def validate(problem: Problem, module: str, order: tuple[str, ...]) -> None:
             raise SpecError(f"{where}: field {field} names unknown problems {unknown}")
     if not problem.points or any(not isinstance(v, int) or v <= 0 for v in problem.points.values()):
         raise SpecError(f"{where}: field points must map each check id to a positive whole number of points")
+    unknown = sorted(set(problem.visibility or {}) - set(problem.points))
+    if unknown or any(v not in VISIBILITIES for v in (problem.visibility or {}).values()):
+        raise SpecError(f"{where}: field visibility must map checks of field points to one of {', '.join(VISIBILITIES)}"
+                        + (f" (unknown checks: {', '.join(unknown)})" if unknown else ""))
     ids = [m.id for m in problem.mistakes]
     if len(set(ids)) != len(ids):
         raise SpecError(f"{where}: field mistakes repeats an id ({sorted(i for i in ids if ids.count(i) > 1)[0]})")

@@ -26,7 +26,8 @@ def _kit_version() -> str:
     return f"{v}" + (f" (commit {rev})" if rev else "")
 
 
-def markdown(report, submission: str, argv: list[str]) -> str:
+def markdown(report, submission: str, argv: list[str], attempts: list[str] | None = None) -> str:
+    """The report; `attempts`: the attempt log's section (report/attempts.py), for a candidate's bundle."""
     import torch
 
     lines = [
@@ -36,7 +37,8 @@ def markdown(report, submission: str, argv: list[str]) -> str:
         f"- Graded: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} with attnkit {_kit_version()}, "
         f"Python {platform.python_version()}, torch {torch.__version__}, "
         f"{'CUDA' if report.devices.get('cuda') else 'CPU only (CUDA checks skipped, not counted)'}",
-        f"- Isolation: {isolation(report.sandbox)}; hidden inputs seed {report.seed}", "",
+        f"- Isolation: {isolation(report.sandbox)}; hidden inputs seed {report.seed}"
+        + (f" (variant `{report.variant}`)" if report.variant else ""), "",
         "| problem | status | score |", "|---|---|---|",
     ]
     lines += [f"| `{p.id}` | {p.status.replace('_', ' ')} | {p.score:g} / {p.max_score:g} |" for p in report.problems]
@@ -59,7 +61,8 @@ def markdown(report, submission: str, argv: list[str]) -> str:
         else:
             for c in failed:
                 lines += ["", f"**{c.id}**", "", *fenced(c.message)]
-    argv = argv if "--seed" in argv else [*argv, "--seed", str(report.seed)]
+    lines += ["", *attempts] if attempts else []
+    argv = argv if "--seed" in argv or "--variant" in argv else [*argv, "--seed", str(report.seed)]
     command = " ".join(shlex.quote(a) for a in ["attnkit", *argv])
     lines += ["", "## Reproduce", "", "The hidden inputs are seeded, so this gives the same result:", "",
               "```", f"{command}", "```", ""]
@@ -80,7 +83,7 @@ def _runs(text: str) -> list[str]:
     return re.findall(r"`+", text)
 
 
-def write(report, path: Path, submission: str, argv: list[str]) -> None:
+def write(report, path: Path, submission: str, argv: list[str], attempts: list[str] | None = None) -> None:
     from ..files import atomic_write
 
-    atomic_write(path, markdown(report, submission, argv))
+    atomic_write(path, markdown(report, submission, argv, attempts))

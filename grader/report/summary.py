@@ -61,6 +61,7 @@ def to_json(report: Report) -> dict:
         "max_score": report.max_score,
         "devices": report.devices,
         "sandbox": report.sandbox,
+        **({"variant": report.variant} if report.variant else {}),  # only for a candidate's variant (--variant)
         "problems": [
             {
                 "id": p.id, "status": p.status, "score": p.score, "max_score": p.max_score,
