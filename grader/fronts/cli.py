@@ -6,7 +6,7 @@ import gc
 import sys
 
 from .commands import (untrusted, cmd_batch, cmd_classroom, cmd_course, cmd_dev, cmd_export, cmd_grade,
-                       cmd_gradescope, cmd_similarity)
+                       cmd_class_report, cmd_gradescope, cmd_similarity)
 from ..run.submission import impl_dir
 from ..errors import SpecError
 from ..model.spec import VISIBILITIES
@@ -74,6 +74,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--problems", metavar="ID,...", help="grade only these problems (ids or unique prefixes)")
     add_limit_flags(b)
     b.set_defaults(run=cmd_batch)
+    cr = sub.add_parser("class-report", help="for instructors: one HTML page of a class's grade-batch results")
+    cr.add_argument("results", metavar="RESULTS_DIR", help="what `attnkit grade-batch ... --out RESULTS_DIR` wrote")
+    cr.add_argument("--out", metavar="REPORT.html", help="the page to write (self-contained: it opens offline)")
+    cr.add_argument("--json", metavar="OUT.json", help="the same numbers as JSON")
+    cr.set_defaults(run=cmd_class_report)
     sim = sub.add_parser("similarity", help="for instructors: pairs of submissions whose code is suspiciously alike")
     sim.add_argument("path", metavar="SUBMISSIONS_OR_RESULTS",
                      help="a folder of submissions (directories, .zip files), or what grade-batch --out wrote")

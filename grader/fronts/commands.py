@@ -141,11 +141,13 @@ def exit_code(report) -> int:
     return 0 if report.max_score > 0 and report.score == report.max_score else 1
 
 
-def _plots_dir(path) -> Path:
+def _plots_dir(path) -> Path | None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise BadInput("--plots needs matplotlib: pip install -e \".[plots]\"") from None
+        raise BadInput("plots need matplotlib: pip install -e \".[plots]\"") from None
+    if path is None:
+        return None
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise BadInput(f"--plots {path}: not a directory")
@@ -181,6 +183,20 @@ def cmd_gradescope(args) -> int:
         raise BadInput("gradescope build needs OUT.zip")
     print(f"wrote {gradescope.build(args.out, args.visibility)}: upload it as the autograder (Configure Autograder, "
           "zip file)")
+    return 0
+
+
+def cmd_class_report(args) -> int:
+    from ..report.class_report import write
+
+    if not args.out and not args.json:
+        raise BadInput("class-report: say where to write it: --out REPORT.html and/or --json OUT.json")
+    out = json_path(args.out, "--out") if args.out else None
+    data = json_path(args.json) if args.json else None
+    if out is not None:
+        _plots_dir(None)  # matplotlib is needed for the page's plots
+    s = write(args.results, out, data)
+    print(f"{s['submissions']} submissions, {s['graded']} graded" + "".join(f"; wrote {p}" for p in (out, data) if p))
     return 0
 
 
