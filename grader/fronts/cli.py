@@ -72,6 +72,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="grade again what is already in --out")
     b.add_argument("--seed", type=int, help="seed of the hidden inputs (default: the kit's)")
     b.add_argument("--problems", metavar="ID,...", help="grade only these problems (ids or unique prefixes)")
+    b.add_argument("--cluster", metavar="ADDRESS", help="grade on the Dask cluster whose scheduler is at ADDRESS "
+                   "(tcp://host:8786); each worker needs attnkit and bubblewrap")
     add_limit_flags(b)
     b.set_defaults(run=cmd_batch)
     cr = sub.add_parser("class-report", help="for instructors: one HTML page of a class's grade-batch results")
@@ -135,7 +137,8 @@ def main(argv=None) -> int:
 
         set_lang(args.lang)
     try:
-        if args.command in ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev"):
+        if args.command in ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev") and \
+                not getattr(args, "cluster", None):  # on a cluster, the workers grade
             _warm_up(args)
         if hasattr(args, "impl") and args.command != "grade":
             args.impl = impl_dir(args.impl if args.impl is not None else default_impl())

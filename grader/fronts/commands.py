@@ -165,7 +165,7 @@ def cmd_batch(args) -> int:
 
     from .options import problem_list
 
-    rows = run(args.submissions, args.out, workers=args.workers, force=args.force,
+    rows = run(args.submissions, args.out, workers=args.workers, force=args.force, cluster=args.cluster,
                problem_ids=problem_list(args.problems),
                seed=args.seed if args.seed is not None else DEFAULT_SEED,
                timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(args),

@@ -48,20 +48,43 @@ def submissions(folder: Path) -> list[Path]:
     return found
 
 
-def run(folder, out, workers: int = 2, force: bool = False, **grading) -> dict[str, dict]:
-    """Grade every submission in `folder` (`grading`: grade()'s options; `attnkit grade-batch` sets sandbox=True)."""
-    from ..grading import grade
-
+def run(folder, out, workers: int = 2, force: bool = False, cluster: str | None = None, **grading) -> dict[str, dict]:
+    """Grade every submission in `folder` (`grading`: grade()'s options; `attnkit grade-batch` sets sandbox=True):
+    here, `workers` at a time, or on the Dask cluster whose scheduler is at `cluster` (integrations/cluster.py)."""
     folder, out = Path(folder), Path(out)
+    names, rows, todo = pending(folder, out, force)
+    lock = threading.Lock()
+
+    def record(p: Path, result: dict) -> None:
+        result = {**result, "submission": p.name}
+        write_json_dict(result, out / f"{names[p]}.json")
+        with lock:
+            rows[names[p]] = result
+            write_csv(rows, out / "grades.csv")
+        line = result.get("error") or f"{result['score']:g}/{result['max_score']:g}"
+        print(f"{names[p]}: {line}", flush=True)
+
+    if cluster is not None:
+        from .cluster import grade_all
+
+        grade_all(cluster, todo, record, grading)
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for future in as_completed([pool.submit(lambda p: record(p, grade_one(p, grading)), p) for p in todo]):
+                future.result()
+    write_csv(rows, out / "grades.csv")
+    return rows
+
+
+def pending(folder: Path, out: Path, force: bool) -> tuple[dict, dict, list]:
+    """The submissions' result names, the results already written (kept unless `force`), what is left to grade."""
     subs = submissions(folder)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadInput(f"--out {out}: cannot create it ({exc.strerror})") from None
     write_json_dict({"submissions": str(folder.resolve())}, out / "source.json")  # `attnkit similarity OUT` reads it
-    lock, rows = threading.Lock(), {}
-    names = {p: _name(p) for p in subs}
-    todo = []
+    rows, names, todo = {}, {p: _name(p) for p in subs}, []
     for p, name in names.items():
         done = out / f"{name}.json"
         if done.exists() and not force:
@@ -71,36 +94,24 @@ def run(folder, out, workers: int = 2, force: bool = False, **grading) -> dict[s
             except ValueError:
                 pass  # a damaged result is graded again
         todo.append(p)
+    return names, rows, todo
 
-    def one(p: Path):
-        name = names[p]
+
+def grade_one(p: Path, grading: dict) -> dict:
+    """One submission's result, or an error row with why: one submission never stops the batch."""
+    from ..grading import grade
+
+    try:
+        impl, unpacked = open_submission(p, label=p.name)
         try:
-            impl, unpacked = open_submission(p, label=p.name)
-            try:
-                result = to_json(grade(impl, **grading))
-            finally:
-                if unpacked:
-                    unpacked.cleanup()
-            result["submission"] = p.name
-            write_json_dict(result, out / f"{name}.json")
-        except BadInput as exc:
-            result = {"submission": p.name, "error": str(exc)}
-            write_json_dict(result, out / f"{name}.json")
-        except Exception as exc:  # noqa: BLE001 - one submission never stops the batch: an error row, with why
-            result = {"submission": p.name, "error": f"could not be graded ({type(exc).__name__}: {clean(str(exc), 300)})"}
-            write_json_dict(result, out / f"{name}.json")
-        with lock:
-            rows[name] = result
-            write_csv(rows, out / "grades.csv")
-        return name, result
-
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for future in as_completed([pool.submit(one, p) for p in todo]):
-            name, result = future.result()
-            line = result.get("error") or f"{result['score']:g}/{result['max_score']:g}"
-            print(f"{name}: {line}", flush=True)
-    write_csv(rows, out / "grades.csv")
-    return rows
+            return to_json(grade(impl, **grading))
+        finally:
+            if unpacked:
+                unpacked.cleanup()
+    except BadInput as exc:
+        return {"error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - an error row, with why
+        return {"error": f"could not be graded ({type(exc).__name__}: {clean(str(exc), 300)})"}
 
 
 def write_json_dict(data: dict, path: Path) -> None:

@@ -1,0 +1,63 @@
+"""Throughput of `attnkit grade-batch --cluster` against local `attnkit grade-batch`, on the same submissions.
+
+The same mix as benchmarks/batch_throughput.py (50% correct, 30% one catalogued mistake, 20%
+hostile: hangs, crashes, floods, exits) is graded by a local batch (--workers N) and by a Dask
+cluster started here (a scheduler and N single-threaded worker processes on this machine, so the
+ratio shows what the distribution itself costs; with workers on other machines the cluster's
+throughput grows with them). Both grade inside bubblewrap. Prints submissions per minute and the
+ratio cluster / local.
+
+    python benchmarks/batch_cluster.py [--count 100] [--workers 2] [--timeout 5] [--problems ID,...]
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from batch_throughput import make  # noqa: E402 - the same submissions
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--count", type=int, default=100)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=5)
+    ap.add_argument("--problems", default=None, help="grade only these problems (default: all)")
+    args = ap.parse_args(argv)
+    from distributed import LocalCluster
+
+    py = [sys.executable, "-m", "attnkit.fronts.cli", "grade-batch"]
+    extra = ["--timeout", str(args.timeout)] + (["--problems", args.problems] if args.problems else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        subs = Path(tmp) / "subs"
+        make(subs, args.count)
+        start = time.perf_counter()
+        subprocess.run([*py, str(subs), "--out", f"{tmp}/local", "--workers", str(args.workers), *extra], cwd=ROOT,
+                       check=True, capture_output=True)
+        local = time.perf_counter() - start
+        with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                          silence_logs=40) as cluster:
+            start = time.perf_counter()
+            subprocess.run([*py, str(subs), "--out", f"{tmp}/cluster", "--cluster", cluster.scheduler_address, *extra],
+                           cwd=ROOT, check=True, capture_output=True)
+            distributed = time.perf_counter() - start
+        same = sorted(p.name for p in Path(f"{tmp}/local").glob("*.json")) == \
+            sorted(p.name for p in Path(f"{tmp}/cluster").glob("*.json"))
+    per_min = lambda t: 60 * args.count / t  # noqa: E731
+    print(f"{args.count} submissions (50% correct, 30% one mistake, 20% hostile), problems: {args.problems or 'all'}, "
+          f"{args.workers} workers, timeout {args.timeout:g} s")
+    print(f"local grade-batch:  {local:6.1f} s  ({per_min(local):6.1f} per minute)")
+    print(f"--cluster (local):  {distributed:6.1f} s  ({per_min(distributed):6.1f} per minute)")
+    print(f"throughput ratio cluster / local {local / distributed:.2f}x; every submission has a result both ways: {same}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
