@@ -19,11 +19,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from ..files import atomic_write
-from ..run.inbox import clean
 from ..errors import BadInput
 from ..problems import ORDER
-from ..report.summary import to_json
-from ..run.submission import open_submission
+from .one import grade_one
 
 
 def _name(path: Path) -> str:
@@ -95,23 +93,6 @@ def pending(folder: Path, out: Path, force: bool) -> tuple[dict, dict, list]:
                 pass  # a damaged result is graded again
         todo.append(p)
     return names, rows, todo
-
-
-def grade_one(p: Path, grading: dict) -> dict:
-    """One submission's result, or an error row with why: one submission never stops the batch."""
-    from ..grading import grade
-
-    try:
-        impl, unpacked = open_submission(p, label=p.name)
-        try:
-            return to_json(grade(impl, **grading))
-        finally:
-            if unpacked:
-                unpacked.cleanup()
-    except BadInput as exc:
-        return {"error": str(exc)}
-    except Exception as exc:  # noqa: BLE001 - an error row, with why
-        return {"error": f"could not be graded ({type(exc).__name__}: {clean(str(exc), 300)})"}
 
 
 def write_json_dict(data: dict, path: Path) -> None:

@@ -39,8 +39,8 @@ def pack(path: Path) -> bytes:
 
 
 def grade_bytes(name: str, data: bytes, grading: dict) -> dict:
-    """On a worker: the submission's result (batch.grade_one on the unpacked bytes, inside bubblewrap)."""
-    from .batch import grade_one
+    """On a worker: the submission's result (one.grade_one on the unpacked bytes, inside bubblewrap)."""
+    from .one import grade_one
 
     with tempfile.TemporaryDirectory(prefix="attnkit-task-") as tmp:
         archive = Path(tmp) / f"{Path(name).stem or 'submission'}.zip"
