@@ -21,7 +21,7 @@ from attnkit.run.jail import unusable  # noqa: E402
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: real Jupyter kernels and nbgrader (minutes); run with `pytest tests -m slow`")
+    config.addinivalue_line("markers", "slow: real Jupyter kernels, nbgrader and a Dask cluster (minutes); run with `pytest tests -m slow`")
 
 
 def pytest_collection_modifyitems(config, items):

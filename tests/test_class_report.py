@@ -87,6 +87,11 @@ def test_the_page_in_a_headless_browser(tmp_path):
         assert heading in dom
     assert "5 submissions, 4 graded" in dom and "fill_zero" in dom and "timed out" in dom
     assert "attnkit similarity" in dom
+    (tmp_path / "results" / "similarity.json").write_text(json.dumps(  # as `attnkit similarity --json` writes it
+        {"threshold": 0.6, "pairs": [{"a": "alice", "b": "bob" + EVIL, "similarity": 0.97, "tokens": 900}]}))
+    assert attnkit("class-report", str(tmp_path / "results"), "--out", str(page)).returncode == 0
+    text = page.read_text()
+    assert "<td>alice</td><td>bob&lt;script&gt;alert(1)&lt;/script&gt;</td><td>97%</td>" in text
     assert "<script>alert(1)</script>" not in dom and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom  # as text
 
 

@@ -97,3 +97,26 @@ def test_closing_never_waits_on_a_worker_that_reads_nothing():
     pool.close()
     assert time.monotonic() - start < 10
     assert not pool.sender.is_alive() and not worker.proc.is_alive()
+
+
+def test_a_closed_wake_connection_is_left_out():
+    """The grader waits on its workers and on the expected values' helper at once; the helper's connection closes
+    when it has sent everything, possibly while the grader is waiting (a race CI once hit: OSError, handle closed)."""
+    import multiprocessing
+
+    from attnkit.judge.expected import plan
+    from attnkit.problems import get
+    from attnkit.run.forkserver import warm_up
+    from attnkit.run.pool import Pool
+
+    warm_up()
+    p = get("masked_softmax")
+    pool = Pool(str(SOLUTIONS), {p.id: (p.id, p.symbol)}, 30.0, None, False)
+    try:
+        pool.submit_all({p.id: [c.call for c in plan(p, 0, False).values()]})
+        ours, _theirs = multiprocessing.Pipe()
+        ours.close()
+        pool.run_until(lambda: False, wake=[ours])
+        assert not pool.workers[p.id].busy and pool.workers[p.id].failure is None
+    finally:
+        pool.close()

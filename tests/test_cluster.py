@@ -17,6 +17,7 @@ from attnkit.problems import get
 from test_hiring_and_scale import attnkit
 
 distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.slow  # a scheduler and worker processes that import torch: `pytest tests -m slow`
 
 
 @pytest.fixture

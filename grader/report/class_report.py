@@ -32,7 +32,7 @@ def load(results: Path) -> list[dict]:
         raise BadInput(f"{results}: not a results folder (what `attnkit grade-batch --out` writes)")
     rows = []
     for f in sorted(results.glob("*.json")):
-        if f.name == "source.json" or f.is_symlink():
+        if f.name in ("source.json", "similarity.json") or f.is_symlink():
             continue
         try:
             data = json.loads(f.read_text()[:50_000_000])
@@ -82,6 +82,15 @@ def stats(rows: list[dict]) -> dict:
         "mistakes": {pid: c.most_common(TOP) for pid, c in mistakes.items() if c},
         "troubles": troubles,
     }
+
+
+def _read_similar(path: Path) -> list | None:
+    """The pairs of a similarity.json, or None where there is none (or it is not what `attnkit similarity` writes)."""
+    try:
+        pairs = json.loads(path.read_text())["pairs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return [p for p in pairs if isinstance(p, dict)] if isinstance(pairs, list) else None
 
 
 def _trouble(problem: dict) -> str | None:
@@ -154,9 +163,23 @@ td,th{{border:1px solid #ccc;padding:.2em .6em;text-align:left}}</style></head><
 <h2 id="troubles">Crashed, timed out, hostile or not graded</h2>
 <table><tr><th>submission</th><th>what happened</th><th>problem</th><th>detail</th></tr>{troubles}</table>
 <h2 id="similarity">Similarity</h2>
-<p>Pairs of submissions whose code is suspiciously alike: <code>attnkit similarity {e(results)}</code>.</p>
+{_similar(s.get("similar"), results)}
 </body></html>
 """
+
+
+def _similar(found: list | None, results: str) -> str:
+    """The pairs `attnkit similarity RESULTS --json RESULTS/similarity.json` listed, or how to list them."""
+    e = html.escape
+    how = f"<p>Pairs of submissions whose code is suspiciously alike: <code>attnkit similarity {e(results)} --json " \
+          f"{e(results)}/similarity.json</code> lists them, and this page shows them once that file exists.</p>"
+    if found is None:
+        return how
+    rows = "".join(f"<tr><td>{e(str(f.get('a')))}</td><td>{e(str(f.get('b')))}</td>"
+                   f"<td>{100 * float(f.get('similarity', 0)):.0f}%</td></tr>" for f in found) or \
+        "<tr><td colspan='3'>No pair reached the threshold.</td></tr>"
+    return f"<p>From similarity.json (<code>attnkit similarity</code>):</p><table><tr><th>submission</th>" \
+           f"<th>submission</th><th>alike</th></tr>{rows}</table>"
 
 
 def write(results, out=None, json_out=None) -> dict:
@@ -165,6 +188,7 @@ def write(results, out=None, json_out=None) -> dict:
 
     results = Path(results)
     s = stats(load(results))
+    s["similar"] = _read_similar(results / "similarity.json")
     if out is not None:
         atomic_write(Path(out), page(s, plots(s), str(results)))
     if json_out is not None:

@@ -97,7 +97,8 @@ class Pool:
             if not active:
                 return
             left = min(w.deadline for w in active.values()) - now
-            for conn in wait(list(active) + list(wake), timeout=max(0.01, left)):
+            wake = [c for c in wake if not c.closed]  # the caller may close one meanwhile (a helper that ended)
+            for conn in wait(list(active) + wake, timeout=max(0.01, left)):
                 if conn not in active:
                     return
                 active[conn].receive()
