@@ -5,7 +5,8 @@ hostile: hangs, crashes, floods, exits) is graded by a local batch (--workers N)
 cluster started here (a scheduler and N single-threaded worker processes on this machine, so the
 ratio shows what the distribution itself costs; with workers on other machines the cluster's
 throughput grows with them). Both grade inside bubblewrap. Prints submissions per minute and the
-ratio cluster / local.
+ratio cluster / local. Measured on a 2-core VM (two workers, all thirteen problems): 30.8 per minute
+locally, 28.0 on the cluster, 0.91x.
 
     python benchmarks/batch_cluster.py [--count 100] [--workers 2] [--timeout 5] [--problems ID,...]
 """

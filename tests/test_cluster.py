@@ -21,10 +21,13 @@ pytestmark = pytest.mark.slow  # a scheduler and worker processes that import to
 
 
 @pytest.fixture
-def cluster():
-    """A scheduler and two single-threaded worker processes on this machine, stopped after the test."""
+def cluster(tmp_path):
+    """A scheduler and two single-threaded worker processes on this machine, stopped after the test. Their TMPDIR is
+    the test's: a worker killed mid-task (below) cannot remove what it was grading, and that stays out of /tmp."""
+    (tmp_path / "workers-tmp").mkdir()
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  scheduler_port=0, silence_logs=40) as c:
+                                  scheduler_port=0, silence_logs=40,
+                                  env={"TMPDIR": str(tmp_path / "workers-tmp")}) as c:
         yield c
 
 
