@@ -13,6 +13,7 @@ locally, 28.0 on the cluster, 0.91x.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -43,8 +44,10 @@ def main(argv=None) -> int:
         subprocess.run([*py, str(subs), "--out", f"{tmp}/local", "--workers", str(args.workers), *extra], cwd=ROOT,
                        check=True, capture_output=True)
         local = time.perf_counter() - start
+        tempfile.tempdir = tmp  # the scheduler's files and the workers' (they inherit TMPDIR) stay in the run's folder
+        os.environ["TMPDIR"] = tmp
         with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                          silence_logs=40) as cluster:
+                          silence_logs=40, local_directory=f"{tmp}/dask") as cluster:
             start = time.perf_counter()
             subprocess.run([*py, str(subs), "--out", f"{tmp}/cluster", "--cluster", cluster.scheduler_address, *extra],
                            cwd=ROOT, check=True, capture_output=True)

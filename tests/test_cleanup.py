@@ -120,3 +120,33 @@ def test_a_closed_wake_connection_is_left_out():
         assert not pool.workers[p.id].busy and pool.workers[p.id].failure is None
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_temporary_files_of_the_learner_and_of_torch_are_removed(tmp_path, sandbox):
+    """Where /tmp is shared with the workers (an interpreter under /tmp, as in CI's clone), what the learner's code or
+    torch writes to the temporary directory (torch inductor's cache directory) goes to the worker's private copy
+    and is removed with it."""
+    from conftest import make_impl
+
+    on_path = Path(tempfile.mkdtemp(prefix="cleanup-path-", dir="/tmp"))
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    marker = f"learner-{os.getpid()}-{sandbox}-"
+    code = (SOLUTIONS / "masked_softmax.py").read_text() + (
+        f"\nimport tempfile as _t\n_t.mkstemp(prefix={marker!r})\n"
+        "from torch._inductor.runtime.cache_dir_utils import cache_dir as _c\n_c()\n")
+    before = set(os.listdir("/tmp"))
+    impl = tmp_path / "impl"
+    make_impl(impl, {"masked_softmax.py": code})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(on_path), os.environ.get("PYTHONPATH", "")]),
+           "TMPDIR": str(own_tmp), "ATTNKIT_SANDBOX": "bwrap" if sandbox else "off"}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "attnkit.fronts.cli", "grade", "--impl", str(impl), "--problems",
+                               "masked"], capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert sorted(os.listdir(own_tmp)) == []
+        new = sorted(n for n in set(os.listdir("/tmp")) - before if n.startswith((marker, "torchinductor_")))
+        assert new == [], f"left in /tmp: {new}"
+    finally:
+        os.rmdir(on_path)

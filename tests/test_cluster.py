@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import signal
+import tempfile
 import threading
 import time
 
@@ -21,12 +22,14 @@ pytestmark = pytest.mark.slow  # a scheduler and worker processes that import to
 
 
 @pytest.fixture
-def cluster(tmp_path):
+def cluster(tmp_path, monkeypatch):
     """A scheduler and two single-threaded worker processes on this machine, stopped after the test. Their TMPDIR is
     the test's: a worker killed mid-task (below) cannot remove what it was grading, and that stays out of /tmp."""
     (tmp_path / "workers-tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "workers-tmp"))  # inherited by the worker processes at their start
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "workers-tmp"))  # this process's: the scheduler's files
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  scheduler_port=0, silence_logs=40,
+                                  scheduler_port=0, silence_logs=40, local_directory=str(tmp_path / "dask"),
                                   env={"TMPDIR": str(tmp_path / "workers-tmp")}) as c:
         yield c
 

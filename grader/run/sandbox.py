@@ -108,8 +108,11 @@ a CPU held by a busy process of normal priority: far from its time limit."""
 def _settle(work: Path, limits: Limits) -> None:
     os.nice(NICE)
     os.environ.clear()
+    # Temporary files (the learner's, torch's: inductor's cache directory) go to the private copy, which is removed
+    # when the worker ends, also where /tmp is shared with the grader (an interpreter under /tmp)
     os.environ.update(PATH="/usr/bin:/bin", HOME=str(work), LANG="C.UTF-8", OMP_NUM_THREADS="1",
-                      PYTHONDONTWRITEBYTECODE="1")
+                      PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(work), TORCHINDUCTOR_CACHE_DIR=str(work / ".torchinductor"))
+    tempfile.tempdir = str(work)
     _limit(limits)
     os.chdir(work)
 
