@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from batch_throughput import make  # noqa: E402 - the same submissions
+from batch_throughput import MIX, make, rate  # noqa: E402 - the same submissions, the same report
 
 
 def main(argv=None) -> int:
@@ -54,11 +54,10 @@ def main(argv=None) -> int:
             distributed = time.perf_counter() - start
         same = sorted(p.name for p in Path(f"{tmp}/local").glob("*.json")) == \
             sorted(p.name for p in Path(f"{tmp}/cluster").glob("*.json"))
-    per_min = lambda t: 60 * args.count / t  # noqa: E731
-    print(f"{args.count} submissions (50% correct, 30% one mistake, 20% hostile), problems: {args.problems or 'all'}, "
-          f"{args.workers} workers, timeout {args.timeout:g} s")
-    print(f"local grade-batch:  {local:6.1f} s  ({per_min(local):6.1f} per minute)")
-    print(f"--cluster (local):  {distributed:6.1f} s  ({per_min(distributed):6.1f} per minute)")
+    print(f"{args.count} submissions ({MIX}), problems: {args.problems or 'all'}, {args.workers} workers, "
+          f"timeout {args.timeout:g} s")
+    print(rate("local grade-batch:", local, args.count))
+    print(rate("--cluster (local):", distributed, args.count))
     print(f"throughput ratio cluster / local {local / distributed:.2f}x; every submission has a result both ways: {same}")
     return 0
 

@@ -29,6 +29,14 @@ HOSTILE = {
 }
 
 
+MIX = "50% correct, 30% one mistake, 20% hostile"
+
+
+def rate(label: str, seconds: float, count: int) -> str:
+    """One line of a throughput report: the time and submissions per minute."""
+    return f"{label:<24}{seconds:6.1f} s  ({60 * count / seconds:6.1f} per minute)"
+
+
 def make(folder: Path, count: int) -> None:
     from attnkit.diagnose.mistakes import wrong_source
     from attnkit.problems import all_problems
@@ -70,11 +78,9 @@ def main(argv=None) -> int:
         with ThreadPoolExecutor(args.workers) as pool:
             list(pool.map(naive, sorted(subs.iterdir())))
         baseline = time.perf_counter() - start
-    per_min = lambda t: 60 * args.count / t  # noqa: E731
-    print(f"{args.count} submissions (50% correct, 30% one mistake, 20% hostile), {args.workers} at a time, "
-          f"timeout {args.timeout:g} s")
-    print(f"grade-batch:            {batch:6.1f} s  ({per_min(batch):6.1f} per minute)")
-    print(f"one attnkit grade each: {baseline:6.1f} s  ({per_min(baseline):6.1f} per minute)")
+    print(f"{args.count} submissions ({MIX}), {args.workers} at a time, timeout {args.timeout:g} s")
+    print(rate("grade-batch:", batch, args.count))
+    print(rate("one attnkit grade each:", baseline, args.count))
     print(f"throughput ratio {baseline / batch:.2f}x (target >= 3x)")
     return 0
 

@@ -30,3 +30,27 @@ def test_pytest_rejects_a_negative_problem_timeout():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 4 and "must be a number above 0" in proc.stderr and "Traceback" not in proc.stderr
 
+
+
+def test_a_submission_for_the_cluster_is_sent_within_the_unpacking_limits(tmp_path):
+    """grade-batch --cluster sends each submission zipped: never more files or bytes than a worker would unpack, and
+    no file a link points to (the submitter's link could name any file of the machine that sends)."""
+    import zipfile
+
+    from attnkit.errors import BadInput
+    from attnkit.integrations.cluster import pack
+    from attnkit.run.submission import MAX_MEMBERS
+
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(MAX_MEMBERS + 1):
+        (many / f"f{i}.py").write_text("")
+    with pytest.raises(BadInput, match=f"more than {MAX_MEMBERS} files"):
+        pack(many)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "masked_softmax.py").write_text("x = 1\n")
+    (tmp_path / "secret").write_text("not theirs\n")
+    (linked / "notes.txt").symlink_to(tmp_path / "secret")
+    (tmp_path / "linked.zip").write_bytes(pack(linked))
+    assert zipfile.ZipFile(tmp_path / "linked.zip").namelist() == ["masked_softmax.py"]

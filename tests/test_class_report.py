@@ -40,11 +40,14 @@ def _class(folder: Path) -> Path:
         "bob": {"masked_softmax": [("shapes", True, None, ""), ("masking", False, "fill_zero", "x")],
                 "additive_attention": ok},
         "carol": {"masked_softmax": [("shapes", False, "fill_zero", "y"), ("masking", False, "fill_zero", "y")],
-                  "additive_attention": [("shapes", False, None, "the worker process timed out after 30 s"),
-                                         ("masking", False, None, "the worker process timed out after 30 s")]},
-        "dave" + EVIL: {"masked_softmax": [("shapes", False, None, "the worker sent something that is not a result "
-                                                                     + EVIL), ("masking", True, None, "")],
-                        "additive_attention": [("shapes", False, "no_tanh" + EVIL, "z"), ("masking", True, None, "")]},
+                  "additive_attention": [("shapes", False, None, "called f(x)\nno result: timed out after 30 s"),
+                                         ("masking", False, None, "called f(x)\nno result: timed out after 30 s")]},
+        "dave" + EVIL: {"masked_softmax": [("shapes", False, None, "called f(x)\nno result: the worker sent something "
+                                            "that is not a result " + EVIL), ("masking", True, None, "")],
+                        # the learner's own words that sound like a worker's end are not one
+                        "additive_attention": [("shapes", False, "no_tanh" + EVIL, "raised ValueError: timed out after "
+                                                "1 s; no result: the worker process crashed with SIGSEGV"),
+                                               ("masking", True, None, "")]},
     }
     folder.mkdir()
     for i, (name, problems) in enumerate(rows.items()):
@@ -101,11 +104,16 @@ def test_from_a_real_batch(tmp_path):
     p = get("masked_softmax")
     make_impl(subs / "good", {"masked_softmax.py": (SOLUTIONS / "masked_softmax.py").read_text()})
     make_impl(subs / "wrong", {"masked_softmax.py": wrong_source(p, p.mistakes[0])})
-    assert attnkit("grade-batch", str(subs), "--out", str(tmp_path / "r"), "--problems", "masked").returncode == 0
+    make_impl(subs / "hang", {"masked_softmax.py": "while True:\n    pass\n"})
+    make_impl(subs / "crash", {"masked_softmax.py": "import os\nos.abort()\n"})
+    assert attnkit("grade-batch", str(subs), "--out", str(tmp_path / "r"), "--problems", "masked",
+                   "--timeout", "3").returncode == 0
     r = attnkit("class-report", str(tmp_path / "r"), "--json", str(tmp_path / "c.json"))
     s = json.loads((tmp_path / "c.json").read_text())
-    assert r.returncode == 0 and s["graded"] == 2 and s["problems"]["masked_softmax"]["passed"] == 1
+    assert r.returncode == 0 and s["graded"] == 4 and s["problems"]["masked_softmax"]["passed"] == 1
     assert s["mistakes"]["masked_softmax"][0][0] == p.mistakes[0].id
+    kinds = {(t["submission"], t["kind"]) for t in s["troubles"]}  # the grader's own words for a worker's end
+    assert kinds == {("hang", "timed out"), ("crash", "crashed")}, kinds
 
 
 def test_bad_requests_are_one_line(tmp_path):

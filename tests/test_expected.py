@@ -23,9 +23,8 @@ def _same(a, b) -> bool:
 
 
 def _forget(seed: int) -> None:
-    for cache in (E._REFS,):
-        for key in [k for k in cache if k[1] == seed]:
-            del cache[key]
+    for key in [k for k in E._REFS if k[1] == seed]:
+        del E._REFS[key]
 
 
 def test_the_helper_computes_what_the_grader_would():
@@ -55,7 +54,7 @@ def test_without_a_forkserver_the_grader_computes_them_itself(monkeypatch):
     _forget(SEED + 1)
 
 
-def test_a_failing_helper_leaves_the_problem_to_the_grader(monkeypatch):
+def test_a_failing_helper_leaves_the_problem_to_the_grader():
     """The helper ends before it answers (killed here; a reference that fails there ends it the same way): the grader
     computes the values itself, so that a real failure is raised and reported where it happens."""
     forkserver.warm_up()

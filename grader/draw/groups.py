@@ -64,9 +64,10 @@ def group_memory(problem, seed):
         if ci not in (0, 3):
             continue
         cfg = problem.memory_fit(cfg)
-        if (vi, repr(sorted(cfg.items()))) in fitted:
+        key = (vi, repr(sorted(cfg.items())))
+        if key in fitted:
             continue
-        fitted.add((vi, repr(sorted(cfg.items()))))
+        fitted.add(key)
         call = base_call(problem, cfg, variant, gen("memory"), make_mask(problem, "query", cfg, gen("memory", "lens")))
         for i, (overrides, allowed) in enumerate(problem.memory(cfg, call["args"])):
             measured = dict(with_args(problem, call, overrides), measure=True)

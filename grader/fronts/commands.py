@@ -141,13 +141,15 @@ def exit_code(report) -> int:
     return 0 if report.max_score > 0 and report.score == report.max_score else 1
 
 
-def _plots_dir(path) -> Path | None:
+def _need_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         raise BadInput("plots need matplotlib: pip install -e \".[plots]\"") from None
-    if path is None:
-        return None
+
+
+def _plots_dir(path) -> Path:
+    _need_matplotlib()
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise BadInput(f"--plots {path}: not a directory")
@@ -194,7 +196,7 @@ def cmd_class_report(args) -> int:
     out = json_path(args.out, "--out") if args.out else None
     data = json_path(args.json) if args.json else None
     if out is not None:
-        _plots_dir(None)  # matplotlib is needed for the page's plots
+        _need_matplotlib()  # for the page's plots
     s = write(args.results, out, data)
     print(f"{s['submissions']} submissions, {s['graded']} graded" + "".join(f"; wrote {p}" for p in (out, data) if p))
     return 0
@@ -209,9 +211,11 @@ def cmd_similarity(args) -> int:
         raise BadInput('similarity needs copydetect: pip install -e ".[similarity]"') from None
     out = json_path(args.json) if args.json else None
     found = pairs(source_of(Path(args.path)), args.threshold)
-    for f in found:
+    from ..run.inbox import clean
+
+    for f in found:  # submission names are the submitters' file names: no control characters reach the terminal
         per = ", ".join(f"{pid} {s:.0%}" for pid, s in f["problems"].items())
-        print(f"{f['similarity']:.0%}  {f['a']}  {f['b']}  ({f['tokens']} tokens alike; {per})")
+        print(f"{f['similarity']:.0%}  {clean(f['a'], 100)}  {clean(f['b'], 100)}  ({f['tokens']} tokens alike; {per})")
     print(f"{len(found)} pair(s) at or above {args.threshold:.0%} alike (beyond the stubs and the kit's public code)")
     if out:
         from ..files import atomic_write

@@ -6,7 +6,8 @@ default; then the task fails with KilledWorker, and the submission gets an error
 carries the submission itself (its bytes, zipped, at most MAX_BYTES), so workers need no shared
 file system; each worker grades it exactly as `attnkit grade --untrusted` would, inside
 bubblewrap, and returns the JSON result. Results are written here, as each one arrives, exactly as
-a local batch writes them, so an interrupted batch resumes the same way.
+a local batch writes them, so an interrupted batch resumes the same way. A submission is sent only within
+the limits its worker will unpack anyway (run/submission.py: files and bytes).
 """
 from __future__ import annotations
 
@@ -16,24 +17,25 @@ import zipfile
 from pathlib import Path
 
 from ..errors import BadInput
-
-MAX_BYTES = 64 << 20  # a submission sent to a worker, zipped
+from ..run.inbox import clean
+from ..run.submission import MAX_MEMBERS, MAX_UNPACKED
 
 
 def pack(path: Path) -> bytes:
-    """A submission as zip bytes: a .zip as it is, a directory zipped (regular files only, no link followed)."""
+    """A submission as zip bytes: a .zip as it is, a directory zipped (regular files only, no link followed); within
+    the limits a worker unpacks (more files or bytes: refused here, not sent)."""
     if path.is_file():
-        if path.stat().st_size > MAX_BYTES:
-            raise BadInput(f"{path.name}: larger than {MAX_BYTES >> 20} MB")
+        if path.stat().st_size > MAX_UNPACKED:
+            raise BadInput(f"{path.name}: more than {MAX_UNPACKED >> 20} MB")
         return path.read_bytes()
-    buf, total = io.BytesIO(), 0
+    buf, total, count = io.BytesIO(), 0, 0
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for f in sorted(path.rglob("*")):
             if f.is_symlink() or not f.is_file():
                 continue
-            total += f.stat().st_size
-            if total > MAX_BYTES:
-                raise BadInput(f"{path.name}: larger than {MAX_BYTES >> 20} MB")
+            total, count = total + f.stat().st_size, count + 1
+            if total > MAX_UNPACKED or count > MAX_MEMBERS:
+                raise BadInput(f"{path.name}: more than {MAX_MEMBERS} files or {MAX_UNPACKED >> 20} MB")
             z.write(f, f.relative_to(path).as_posix())
     return buf.getvalue()
 
@@ -72,6 +74,6 @@ def grade_all(address: str, todo: list[Path], record, grading: dict) -> None:
             try:
                 record(p, future.result())
             except Exception as exc:  # noqa: BLE001 - a lost task (KilledWorker after retries) is an error row
-                record(p, {"error": f"could not be graded on the cluster ({type(exc).__name__}: {str(exc)[:200]})"})
+                record(p, {"error": f"could not be graded on the cluster ({type(exc).__name__}: {clean(str(exc), 200)})"})
     finally:
         client.close()

@@ -18,12 +18,14 @@ from pathlib import Path
 
 from ..errors import BadInput
 
-KINDS = (  # how a problem that never got graded normally shows in its checks' messages (run/handle.py)
-    ("timed out", re.compile(r"timed out after")),
-    ("crashed", re.compile(r"crashed with|was killed by signal|exited with status|ended before it started")),
-    ("hostile", re.compile(r"sent something that is not a result|could not sandbox")),
+KINDS = (  # how a worker's end shows in its checks' messages: a line "no result: " + run/handle.py's words
+    ("timed out", re.compile(r"^no result: timed out after", re.M)),
+    ("crashed", re.compile(r"^no result: the worker process (crashed with|was killed by signal|exited with status|"
+                           r"ended before it started)", re.M)),
+    ("hostile", re.compile(r"^no result: the worker sent something that is not a result", re.M)),
 )
 TOP = 5  # mistakes listed per problem
+MAX_BYTES = 50 << 20  # read of one result file (a cut-off file is not JSON: an error row)
 
 
 def load(results: Path) -> list[dict]:
@@ -35,7 +37,8 @@ def load(results: Path) -> list[dict]:
         if f.name in ("source.json", "similarity.json") or f.is_symlink():
             continue
         try:
-            data = json.loads(f.read_text()[:50_000_000])
+            with open(f, "rb") as handle:
+                data = json.loads(handle.read(MAX_BYTES))
         except (OSError, ValueError):
             rows.append({"submission": f.stem, "error": "its result file is not JSON"})
             continue

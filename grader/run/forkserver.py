@@ -49,7 +49,7 @@ def stop() -> None:
 
     # The forkserver holds nothing to flush (its workers are closed by then); killed, it skips the half second
     # that an interpreter with torch loaded spends shutting down, which _stop() below would wait for.
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    pid = _server_pid()
     if pid is not None:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -63,6 +63,11 @@ def stop() -> None:
 
 def running() -> bool:
     """Whether this process's forkserver has been started (warm_up): processes from it start in milliseconds."""
+    return context().get_start_method() == "forkserver" and _server_pid() is not None
+
+
+def _server_pid() -> int | None:
+    """The forkserver's pid while it runs (multiprocessing keeps it on its one instance, with no public accessor)."""
     from multiprocessing import forkserver
 
-    return context().get_start_method() == "forkserver" and getattr(forkserver._forkserver, "_forkserver_pid", None) is not None
+    return getattr(forkserver._forkserver, "_forkserver_pid", None)

@@ -18,7 +18,7 @@ from .wire import dumps
 
 
 class Pool:
-    """One worker per problem; `run_until_idle` waits for every worker to answer or fail."""
+    """One worker per problem; `run_until` reads them until the caller's condition holds or none is busy."""
 
     def __init__(self, impl_dir: str, targets: dict[str, tuple[str, str]], timeout: float, limits: Limits | None = None,
                  jailed: bool = False):
@@ -62,9 +62,6 @@ class Pool:
     def wait_hello(self) -> None:
         """Every worker says hello (and whether it sees CUDA) before running any learner code."""
         self._pump(lambda w: w.failure is None and w.hello is None)
-
-    def run_until_idle(self) -> None:
-        self._pump(lambda w: w.busy)
 
     def run_until(self, done, wake=()) -> None:
         """Read from every busy worker until `done()` holds or none is busy; return early when a connection in
