@@ -15,6 +15,7 @@ from .judge.checks import CHECKS, validate_checks
 from .results import CheckResult, ProblemResult, Report
 from .judge.context import Context, Failed, GraderError, valid_mask
 from .judge.expected import Helper, plan
+from .run.cgroup import reason
 from .run.jail import decide
 from .run.pool import Pool
 from .problems import all_problems, get
@@ -74,6 +75,7 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
         impl=str(impl), seed=seed,
         score=sum(r.score for r in results), max_score=sum(r.max_score for r in results),
         devices={"cpu": True, "cuda": cuda}, problems=results, sandbox="bubblewrap" if jailed else "process",
+        memory="cgroup" if reason() is None else "worker",
     )
 
 

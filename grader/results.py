@@ -36,6 +36,7 @@ class Report:
     devices: dict
     problems: list[ProblemResult]
     sandbox: str = "process"  # "bubblewrap": graded inside bwrap (jail.py); "process": sandbox.enter alone
+    memory: str = "worker"  # "cgroup": memory bounds measured by the grader outside the worker; "worker": inside it
     variant: str | None = None  # the candidate's variant (`--variant NAME`), whose name gave the seed
 
     def to_json(self) -> dict:

@@ -75,10 +75,13 @@ def group_memory(problem, seed):
                               lens=_kind(problem, "query"), meta={"allowed": allowed}))
     backstop = problem.memory_backstop
     if backstop:
-        cfg, gen = problem.fit(dict(backstop["dims"]), problem.variants[0]), generator(seed, problem.id, "backstop")
+        dims = backstop["dims"]  # exactly these dims, whatever the first variant's fit would make of them
+        cfg, gen = {**problem.fit(dict(dims), problem.variants[0]), **dims}, generator(seed, problem.id, "backstop")
         call = base_call(problem, cfg, problem.variants[0], gen, make_mask(problem, "query", cfg, gen), dtype="float32")
-        call = dict(with_args(problem, call, backstop["args"]), measure=True)
-        meta = {"allowed": backstop["allowed"](cfg, call["args"]), "resident_kb": backstop["resident_kb"]}
+        # measured alone, in a window the grader opens and reads from outside the worker (run/cgroup.py)
+        call = dict(with_args(problem, call, backstop["args"]), measure=True, window=True)
+        meta = {"allowed": backstop["allowed"](cfg, call["args"]), "resident_kb": backstop["resident_kb"],
+                "held_kb": backstop["held_kb"]}
         cases.append(Case("memory/backstop", "memory", problem.variants[0], cfg, call, lens=_kind(problem, "query"), meta=meta))
     return cases
 

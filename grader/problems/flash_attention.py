@@ -111,6 +111,18 @@ MEMORY_BLOCK = 16
 forward stays quick; a block's scores (L*16*16) stay far below S, the full scores (L*61*67) far above."""
 
 
+BACKSTOP = {
+    "dims": {"B": 1, "H": 1, "Tq": 4096, "Tk": 8192, "dq": 8, "dk": 8, "d": 8, "dv": 8},
+    "args": {"block_q": 256, "block_k": 256, "is_causal": False},
+    "allowed": lambda cfg, args: 256 * 256 + cfg["Tk"] * cfg["dq"],
+    "resident_kb": 64 * 1024,
+    "held_kb": 96 * 1024,
+}
+"""A float32 call whose full (Tq, Tk) scores take 128 MB, measured from outside the worker (run/cgroup.py); blocks of
+256 need well under 1 MB each. Growing by half the full scores, or holding three quarters of them when the call begins,
+means they were built, however the dispatch mode was avoided."""
+
+
 def _memory(cfg, args):
     """Blocks of 16 by 16, causal and not: max(S, L*block_q*max(block_k, d, dv)) elements, S the largest input or output."""
     L = args[0].numel() // (cfg["Tq"] * cfg["dq"])
@@ -229,6 +241,7 @@ PROBLEM = Problem(
     banned=LLM_BANNED,
     memory=_memory,
     memory_fit=_memory_fit,
+    memory_backstop=BACKSTOP,
     memory_words={"bound": "max(S, L*block_q*max(block_k, d, dv))", "tensor": "the full (Tq, Tk) score matrix or mask",
                   "advice": "Keep one block of scores at a time; build each block's causal mask from its positions and "
                             "slice partial last blocks (padding an input copies it)"},

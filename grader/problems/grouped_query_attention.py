@@ -91,6 +91,18 @@ def _memory_fit(cfg):
     return {**cfg, "B": 2, "Tq": 2, "Tk": 64, "dq": 32, "dk": 32, "d": 32, "dv": 48}
 
 
+BACKSTOP = {
+    "dims": {"B": 1, "Hq": 64, "Hkv": 1, "G": 64, "Tq": 1, "Tk": 16384, "dq": 64, "dk": 64, "d": 64, "dv": 64},
+    "args": {},
+    "allowed": lambda cfg, args: max(cfg["Tk"] * cfg["dq"], cfg["Hq"] * cfg["Tk"]),
+    "resident_kb": 128 * 1024,
+    "held_kb": 192 * 1024,
+}
+"""A float32 decoding step (one query, 64 query heads sharing one K/V head of 16384 keys), measured from outside the
+worker (run/cgroup.py): keys or values repeated per query head take 256 MB each; folding the group into the query axis
+needs the inputs and (Hq, Tk) scores, a few tens of MB."""
+
+
 def _memory(cfg, args):
     """One call: max(S, B*Hq*Tq*Tk, B*Hq*Tq*dv) elements allowed, S the largest input (mask included)."""
     S = max(a.numel() for a in args if isinstance(a, torch.Tensor))
@@ -188,6 +200,7 @@ PROBLEM = Problem(
     banned=LLM_BANNED,
     memory=_memory,
     memory_fit=_memory_fit,
+    memory_backstop=BACKSTOP,
     memory_words={"bound": "max(S, B*Hq*Tq*Tk, B*Hq*Tq*dv)", "tensor": "a copy of keys or values per query head",
                   "advice": "Keys and values must not be repeated per query head: fold the group into the query axis "
                             "(queries.reshape(B, Hkv, G*Tq, d)) and reshape the results back"},

@@ -61,6 +61,7 @@ def to_json(report: Report) -> dict:
         "max_score": report.max_score,
         "devices": report.devices,
         "sandbox": report.sandbox,
+        "memory": report.memory,
         **({"variant": report.variant} if report.variant else {}),  # only for a candidate's variant (--variant)
         "problems": [
             {

@@ -14,13 +14,14 @@ from ..files import remove_tree
 from .sandbox import enter as enter_sandbox, kill_all, scratch_dir, worker_uid
 from .inbox import FrameReader, Malformed, clean, message
 from .wire import dumps
+from .window import Measured, memory_groups
 from .worker import serve
 
 
 STARTUP = 120.0  # seconds for a worker to say hello (a sandbox importing torch on a loaded machine)
 
 
-class Worker:
+class Worker(Measured):
     """One problem's worker process and everything it has reported."""
 
     def __init__(self, conn, proc, log_path: str, timeout: float, cleanup=None):
@@ -36,6 +37,7 @@ class Worker:
         self.fault = False  # it stopped before its hello: before any learner code ran, so never the learner's doing
         self.stop_sent = False
         self.sending = threading.Lock()
+        self.measured()
 
     @classmethod
     def refused(cls, why: str, timeout: float) -> "Worker":
@@ -56,6 +58,13 @@ class Worker:
         with bare_main():
             proc.start()
         child.close()
+        memory = memory_groups()
+        if memory is not None:
+            try:
+                memory.place(proc.pid)  # it waits for its first batch, not sent yet: no learner code has run
+            except OSError:
+                memory.close()
+                memory = None
 
         def cleanup():
             kill_all(worker_uid(proc.pid), proc.pid)  # identities from what we started, never from the worker
@@ -65,7 +74,9 @@ class Worker:
                 pass
             remove_tree(scratch)
 
-        return cls(conn, proc, log_path, timeout, cleanup)
+        w = cls(conn, proc, log_path, timeout, cleanup)
+        w.memory = memory
+        return w
 
     @property
     def busy(self) -> bool:
@@ -115,6 +126,8 @@ class Worker:
         if "hello" in msg:
             self.hello = msg["hello"]
             self.deadline = time.monotonic() + self.timeout
+            if self.deferred is not None:
+                self._place_and_send()
         elif "loaded" in msg:
             self.loaded, self.got_loaded = msg["loaded"], True
             if self.loaded:
@@ -124,6 +137,7 @@ class Worker:
                 raise Malformed(f"a result for a call it was not sent ({msg['key']!r:.60})")
             self.results[msg["key"]] = msg["result"]
             self.pending.remove(msg["key"])
+            self._window_answered()
 
     def check_deadline(self, now: float) -> None:
         if self.busy and now > self.deadline:
@@ -193,3 +207,6 @@ class Worker:
         self.conn.close()
         if self.cleanup:
             self.cleanup()
+        if self.memory is not None:
+            self.memory.close()
+

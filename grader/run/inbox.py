@@ -97,7 +97,8 @@ def message(frame: bytes) -> dict:
     if not isinstance(msg, dict) or len(msg) not in (1, 2):
         raise Malformed("not a message")
     if set(msg) == {"hello"}:
-        return {"hello": _dict(msg["hello"], {"cuda": bool}, {})}  # no identity: the parent derives its own
+        # the pid is said before any learner code runs, and only locates the worker for its cgroup (jail.host_pid)
+        return {"hello": _dict(msg["hello"], {"cuda": bool}, {"pid": int})}
     if set(msg) == {"loaded"}:
         return {"loaded": None if msg["loaded"] is None else clean(msg["loaded"])}
     if set(msg) == {"key", "result"} and isinstance(msg["key"], str):

@@ -58,19 +58,16 @@ class Banned(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-_KEEP: list = []  # the dispatcher registrations live as long as these objects
-
-
 def ban_kernels(banned, messages: dict | None = None) -> list[str]:
     """Replace, in this process's dispatcher, the kernels of every aten operator whose base name matches
     `banned` by one that raises BannedCall (its message from `messages[op]()` where given). Only for a worker:
-    the grader's own oracles call them."""
+    the grader's own oracles call them. The registrations are held by a dispatcher module no Python object
+    references (`_unreachable`): the learner's code cannot destroy them to get the kernels back."""
     if not banned:
         return []
     import warnings
 
-    lib = torch.library.Library("aten", "IMPL")
-    _KEEP.append(lib)
+    module = torch._C._dispatch_library("IMPL", "aten", "", __file__, 0)
     done = []
     for full in torch._C._dispatch_get_all_op_names():
         namespace, _, op = full.partition("::")
@@ -81,9 +78,18 @@ def ban_kernels(banned, messages: dict | None = None) -> list[str]:
         for key in keys[:1] if keys[:1] == ["CompositeImplicitAutograd"] else keys:
             with warnings.catch_warnings():  # "overriding a previously registered kernel": that is the point
                 warnings.simplefilter("ignore")
-                lib.impl(op, _raiser(f"torch.ops.aten.{op}", messages or {}), key)
+                module.impl(op, key, _raiser(f"torch.ops.aten.{op}", messages or {}), False)
         done.append(op)
+    _unreachable(module)
     return done
+
+
+def _unreachable(obj) -> None:
+    """Keep `obj` alive with no Python reference to it: one reference count taken at the C level and never given
+    back. A pybind object is not tracked by the garbage collector, so no walk of Python's objects finds it."""
+    import ctypes
+
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
 
 
 def _raiser(name: str, messages: dict):
@@ -94,20 +100,54 @@ def _raiser(name: str, messages: dict):
     return banned_kernel
 
 
+FLEX_MODULES = ("torch.nn.attention.flex_attention", "torch._higher_order_ops.flex_attention")
+"""Modules of flex_attention: a higher-order operator whose eager path is Python (no banned aten kernel runs), so
+where `flex_attention` is banned every function of these modules, and the operator's kernels, are replaced."""
+
+
 def guard_functions(banned) -> None:
-    """Replace banned Python functions of torch.nn.functional (reached by name at call time, e.g. by
-    nn.MultiheadAttention) by ones that raise BannedCall, whatever mode is active."""
-    import torch.nn.functional as F
+    """Replace banned Python functions, in every torch module loaded (flex_attention's imported first), by ones
+    that raise BannedCall whatever mode is active: torch.nn.functional's (reached by name at call time, e.g. by
+    nn.MultiheadAttention), and higher-order operators (flex_attention) with everything of their modules."""
+    import importlib
+    import sys
 
-    for name in dir(F):
-        value = getattr(F, name)
-        if _matches(name, banned) and callable(value):
-            setattr(F, name, _raiser_for(name))
+    flex = _matches("flex_attention", banned)
+    for name in FLEX_MODULES if flex else ():
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - an older torch without it: nothing to ban
+            pass
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "torch" or name.startswith("torch.")):
+            continue
+        whole = flex and name in FLEX_MODULES
+        for attr, value in list(vars(module).items()):
+            if not callable(value) or isinstance(value, type(sys)) or attr.startswith("__"):
+                continue
+            if whole or _matches(attr, banned):
+                _disarm(value)
+                try:
+                    setattr(module, attr, _raiser_for(attr, name))
+                except (AttributeError, TypeError):
+                    pass
 
 
-def _raiser_for(name: str):
+def _disarm(value) -> None:
+    """A higher-order operator: its registered kernels replaced too (it is reachable through other objects)."""
+    kernels = getattr(value, "py_kernels", None)
+    if isinstance(kernels, dict):
+        raiser = _raiser_for(getattr(value, "_name", "flex_attention"), "torch.nn.attention.flex_attention")
+        for key in list(kernels):
+            kernels[key] = raiser
+        for cache in ("_dispatch_cache", "functorch_table", "python_key_table"):
+            if isinstance(getattr(value, cache, None), dict):
+                getattr(value, cache).clear()
+
+
+def _raiser_for(name: str, module: str = "torch.nn.functional"):
     def banned_function(*args, **kwargs):
-        raise BannedCall(_message(name, "torch.nn.functional"))
+        raise BannedCall(_message(name, module))
 
     return banned_function
 

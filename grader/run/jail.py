@@ -171,7 +171,7 @@ class Sandbox:
             self.proc = subprocess.Popen(argv, pass_fds=(*pass_fds, info_write), **popen)
         finally:
             os.close(info_write)
-        self.info, self.pidfd = info_read, None
+        self.info, self.pidfd, self.child_pid = info_read, None, None
 
     def _first_process(self, timeout: float) -> None:
         """Hold the namespace's first process by a pidfd (bwrap writes its pid at once; EOF if it failed)."""
@@ -186,12 +186,31 @@ class Sandbox:
                 break
             data += chunk
         try:
-            self.pidfd = os.pidfd_open(int(json.loads(data)["child-pid"]))
+            self.child_pid = int(json.loads(data)["child-pid"])
+            self.pidfd = os.pidfd_open(self.child_pid)
         except (ValueError, KeyError, TypeError, OSError):
             pass
         finally:
             os.close(self.info)
             self.info = None
+
+    def host_pid(self, ns_pid: int) -> int:
+        """The pid, as seen here, of the process that is `ns_pid` inside the sandbox's PID namespace (read from
+        /proc: NSpid, and the namespace of the sandbox's first process). LookupError if there is none."""
+        if type(ns_pid) is not int or self.child_pid is None:
+            raise LookupError("no such process in the sandbox")
+        ns = os.readlink(f"/proc/{self.child_pid}/ns/pid")
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    nspid = next((line.split()[1:] for line in f if line.startswith("NSpid:")), [])
+                if len(nspid) > 1 and nspid[-1] == str(ns_pid) and os.readlink(f"/proc/{entry}/ns/pid") == ns:
+                    return int(entry)
+            except (OSError, StopIteration):
+                continue
+        raise LookupError("no such process in the sandbox")
 
     def started(self, timeout: float = 10.0) -> None:
         """Call once bwrap has had a moment to start (before it can have exited)."""

@@ -77,6 +77,10 @@ class Jail:
             for fd in theirs:
                 os.close(fd)
 
+    def host_pid(self, hello: dict) -> int:
+        """A worker's pid as seen here, from the pid it said in its hello (before any of its learner code ran)."""
+        return self.box.host_pid(hello.get("pid"))
+
     def poll(self) -> None:
         """Take the exit reports available now; anything malformed ends the sandbox (its problems fail)."""
         while True:

@@ -3,7 +3,8 @@
 Every reverse-mode entry point (Tensor.backward, torch.autograd.backward/grad, torch.autograd.functional,
 torch.func.grad/vjp/jacrev/hessian) ends in the autograd engine, `Variable._execution_engine.run_backward`,
 read at call time: `NoAutograd` swaps that engine for one that raises, so a function imported under any
-name is caught. Forward mode (torch.autograd.forward_ad.make_dual, torch.func.jvp/jacfwd) makes dual tensors
+name is caught; and in a worker, `disable_engine` replaces the engine type's own method for the worker's whole life,
+so an engine saved at import or built anew is refused too. Forward mode (torch.autograd.forward_ad.make_dual, torch.func.jvp/jacfwd) makes dual tensors
 through the aten operator `_make_dual`, which such a spec bans (FORWARD_OPS; intercept.ban_kernels replaces its
 kernel in the worker, with `refusal` as its message).
 The message names the public function the learner's code called: the outermost torch frame on the stack.
@@ -63,6 +64,26 @@ class _RefusingEngine:
 
     def __getattr__(self, name):
         raise BannedCall(refusal())
+
+
+def disable_engine() -> None:
+    """For the rest of this process (a worker of a problem that refuses autograd, before any learner code runs):
+    the engine type's own `run_backward`, in the type's dictionary, replaced by a refusal. Every engine object, the
+    one saved at import and any built anew (`torch._C._ImperativeEngine()`), reaches it; the original C method is
+    released, so nothing in the process can put it back."""
+    import ctypes
+    import gc
+
+    engine_type = type(Variable._execution_engine)
+    slots = gc.get_referents(engine_type.__dict__)[0]  # the mapping behind the read-only proxy
+    for name in ("run_backward", "queue_callback"):
+        if name in slots:
+            slots[name] = _refuse
+    ctypes.pythonapi.PyType_Modified(ctypes.py_object(engine_type))  # no cached lookup keeps the old method
+
+
+def _refuse(*args, **kwargs):
+    raise BannedCall(refusal())
 
 
 class NoAutograd:

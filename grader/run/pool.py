@@ -13,6 +13,7 @@ from multiprocessing.connection import wait
 
 from .forkserver import context
 from .handle import Worker
+from .window import memory_groups
 from .sandbox import Limits, hidden_paths
 from .wire import dumps
 
@@ -36,8 +37,9 @@ class Pool:
                 if self.jail.refused:
                     self.workers[pid] = Worker.refused(self.jail.refused, timeout)
                 else:
-                    self.workers[pid] = Worker(self.jail.conns[i], JailedProcess(self.jail, i), self.jail.logs[i],
-                                               timeout)
+                    w = Worker(self.jail.conns[i], JailedProcess(self.jail, i), self.jail.logs[i], timeout)
+                    w.memory, w.locate = memory_groups(), self.jail.host_pid
+                    self.workers[pid] = w
             return
         ctx, hide = context(), hidden_paths()
         for pid, (module, symbol) in targets.items():
@@ -46,8 +48,21 @@ class Pool:
     def submit_all(self, batches: dict[str, list[dict]]) -> None:
         """Each worker's first batch, in this order, sent by a thread: a worker drains its pipe only when the
         scheduler lets it, and the grader has its own work meanwhile. The calls count as pending at once; a
-        failed send shows as the worker's end of file, read by the grader's own thread."""
-        frames = [(self.workers[pid], dumps(calls)) for pid, calls in batches.items() if self.workers[pid].expect(calls)]
+        failed send shows as the worker's end of file, read by the grader's own thread. Calls marked `window` are
+        held back and measured alone once the others are answered (handle.Worker.hold). A worker whose pid is known
+        only from its hello (bubblewrap) gets its first batch once it is in its cgroup."""
+        frames = []
+        for pid, calls in batches.items():
+            w = self.workers[pid]
+            first = [c for c in calls if not c.get("window")]
+            if w.expect(first):
+                w.hold([c for c in calls if c.get("window")])
+                if w.memory is not None and w.locate is not None:
+                    w.deferred = dumps(first)
+                    if w.hello is not None:
+                        w._place_and_send()
+                else:
+                    frames.append((w, dumps(first)))
 
         def send_all():
             for w, data in frames:

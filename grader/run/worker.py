@@ -31,7 +31,9 @@ def serve(conn, log, module: str, symbol: str, enter) -> None:
         conn.send_bytes(dumps({"hello": {"cuda": cuda}}))
         conn.send_bytes(dumps({"loaded": f"the grader could not sandbox this submission ({exc})"}))
         return
-    conn.send_bytes(dumps({"hello": {"cuda": cuda}}))  # identities: the parent's own (the pid it started)
+    # said before any learner code runs: where the parent knows this process only from inside bwrap, it places it in
+    # its memory cgroup by this pid (jail.Sandbox.host_pid) before sending the first batch
+    conn.send_bytes(dumps({"hello": {"cuda": cuda, "pid": os.getpid()}}))
     sys.path.append(work)  # lenient: plain `import masked_softmax` works too
     try:
         calls = loads(conn.recv_bytes())  # read the first batch before any learner code runs
@@ -39,6 +41,8 @@ def serve(conn, log, module: str, symbol: str, enter) -> None:
         return
     if any(c.get("measure") for c in calls):
         intercept.steady_heap()  # resident memory follows live tensors (the memory check's backstop)
+    if any(c.get("no_autograd") for c in calls):  # for the worker's whole life, before the learner's import
+        no_autograd.disable_engine()
     banned = next((c.get("banned") for c in calls if c.get("banned")), None)
     if banned:  # below Python's modes, which the learner's code could switch off
         intercept.ban_kernels(banned, {op: no_autograd.refusal for op in no_autograd.FORWARD_OPS})

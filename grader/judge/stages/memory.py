@@ -1,4 +1,11 @@
-"""Check memory: the largest tensor the forward allocates stays within the problem's bound."""
+"""Check memory: the largest tensor the forward allocates stays within the problem's bound.
+
+Two measurements: inside the worker, a dispatch mode names the largest tensor an operator allocated (which
+operation, which shape: the message); outside it, for the spec's backstop call, the kernel's count of the worker's
+memory cgroup (run/cgroup.py), which nothing in the learner's process can switch off: the verdict stands on that one
+where the grader can make cgroups. Without them (docs/security.md), the backstop falls back to the worker's own
+resident-memory count.
+"""
 from __future__ import annotations
 
 from ..compare import tolerance
@@ -12,18 +19,37 @@ def check_memory(ctx):
     for case in ctx.of("memory"):
         res = ctx.result(case)
         peak, allowed = res["peak"], case.meta["allowed"]
+        if "held_kb" in case.meta:
+            _outside(ctx, case, res, words)
         if not peak["ops"]:
             ctx.fail(case, "the allocation measurement saw no operator during the forward: it was switched off "
                      "(a disabled dispatch mode); the memory bound cannot be checked, so it is not met")
-        limit, resident = case.meta.get("resident_kb"), peak.get("resident_kb")
-        if limit is not None and resident is not None and resident > limit:
-            ctx.fail(case, f"the process's resident memory grew by {resident / 1024:.1f} MB during the forward; "
-                     f"a solution within the bound needs well under {limit / 1024:.0f} MB here: "
-                     f"{words['tensor']}, or a large part of it, was built")
         if peak["elements"] > allowed:
             ctx.fail(case, f"the forward allocated a tensor of {peak['elements']} elements ({peak['op']}); "
                      f"allowed at most {allowed} = {words['bound']}. {words['advice']}")
         compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(case.call["dtype"]))
+
+
+def _outside(ctx, case, res, words) -> None:
+    """The backstop call: the grader's own measurement of the worker's cgroup, else the worker's resident count."""
+    outside, limit, held_limit = res.get("outside"), case.meta["resident_kb"], case.meta["held_kb"]
+    if outside is not None:
+        if outside["held_kb"] > held_limit:
+            ctx.fail(case, f"the worker already held {outside['held_kb'] / 1024:.0f} MB when this call began (the "
+                     f"kernel's count, read by the grader outside your process); {words['tensor']} here takes about "
+                     f"{held_limit * 4 / 3 / 1024:.0f} MB: memory allocated in advance (at import, or kept from an "
+                     f"earlier call) counts too")
+        if outside["peak_kb"] > limit:
+            ctx.fail(case, f"the worker's memory grew by {outside['peak_kb'] / 1024:.0f} MB during the forward (the "
+                     f"kernel's count, read by the grader outside your process, including NumPy arrays and any "
+                     f"process you start); a solution within the bound needs well under {limit / 1024:.0f} MB "
+                     f"here: {words['tensor']}, or a large part of it, was built")
+        return
+    resident = res["peak"].get("resident_kb")
+    if resident is not None and resident > limit:
+        ctx.fail(case, f"the process's resident memory grew by {resident / 1024:.1f} MB during the forward; "
+                 f"a solution within the bound needs well under {limit / 1024:.0f} MB here: "
+                 f"{words['tensor']}, or a large part of it, was built")
 
 
 register(Check("memory", "largest allocation within the problem's bound", {"memory": group_memory}, check_memory,

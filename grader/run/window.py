@@ -1,0 +1,74 @@
+"""The measured part of a worker's handle: its memory cgroups (run/cgroup.py), placed before the learner's code runs,
+and the calls measured in a window of their own once every other call is answered."""
+from __future__ import annotations
+
+import time
+
+from . import cgroup
+from .wire import dumps
+
+
+def memory_groups() -> "cgroup.Memory | None":
+    """A worker's memory groups, where the grader can make them (else its memory is measured inside: docs)."""
+    try:
+        return cgroup.Memory() if cgroup.reason() is None else None
+    except OSError:
+        return None
+
+
+class Measured:
+    """Mixed into handle.Worker: what the grader measures around the worker, from outside it."""
+
+    def measured(self) -> None:
+        self.memory: cgroup.Memory | None = None  # the worker's memory cgroups, made and read here (run/cgroup.py)
+        self.locate = None  # hello -> the worker's pid as seen here, where it is only known then (bubblewrap)
+        self.deferred: bytes | None = None  # the first batch, held back until the worker is in its cgroup
+        self.held: list[dict] = []  # calls measured in a window of their own, sent once all others are answered
+        self.in_window: list[str] = []  # keys of the calls in the open window; their results get "outside"
+
+    def hold(self, calls: list[dict]) -> None:
+        """Calls to measure alone: pending now, sent in a window of their own once every other call is answered."""
+        if calls and self.expect(calls):
+            self.held = list(calls)
+
+    def _window_answered(self) -> None:
+        """After each result: once the window's calls are all answered, the grader's reading goes into their results
+        (a field of its own: a worker's result carrying one is refused by the inbox); then the next window, if due."""
+        if self.in_window and not self.pending:
+            window = self.memory.close_window() if self.memory is not None else None
+            for key in self.in_window:
+                self.results[key]["outside"] = None if window is None or window.peak is None else \
+                    {"held_kb": window.held >> 10, "peak_kb": window.peak >> 10}
+            self.in_window = []
+        self._next_window()
+
+    def _next_window(self) -> None:
+        """All but the held calls answered: open a measured window (where cgroups serve) and send them."""
+        if not self.held or self.failure or self.loaded or set(self.pending) != {c["key"] for c in self.held}:
+            return
+        calls, self.held = self.held, []
+        self.in_window = [c["key"] for c in calls]
+        if self.memory is not None:
+            try:
+                self.memory.open_window()
+            except OSError:
+                self.memory.window = None
+        self.deadline = time.monotonic() + self.timeout  # the window's calls get a time limit of their own
+        try:
+            self.send(dumps(calls))
+        except OSError:
+            self._died()
+
+    def _place_and_send(self) -> None:
+        """Bubblewrap: the worker's pid here is known from its hello (sent before any learner code): put it in its
+        cgroup, then send the first batch."""
+        data, self.deferred = self.deferred, None
+        try:
+            self.memory.place(self.locate(self.hello))
+        except (OSError, LookupError, TypeError):
+            self.memory.close()
+            self.memory = None
+        try:
+            self.send(data)
+        except OSError:
+            self._died()
