@@ -208,3 +208,37 @@ def test_flex_attention_unreachable_with_modes_off(tmp_path, sandbox):
     raised = [c for c in result.checks if c.status == "failed" and "flex_attention" in c.message]
     assert raised, [c.message for c in result.checks if c.status == "failed"]
     assert all(c.status != "error" for c in result.checks)
+
+
+FORWARD_MODE = '''import torch
+import torch.autograd.forward_ad as fwAD
+from torch.utils._python_dispatch import _disable_current_modes
+
+def attention_backward(queries, keys, values, grad_output, is_causal=False):
+    with _disable_current_modes(), torch._C.DisableTorchFunction(), fwAD.dual_level():
+        dual = fwAD.make_dual(queries, torch.ones_like(queries))
+        fwAD.unpack_dual(dual)
+    return queries * 0, keys * 0, values * 0
+'''
+
+SDPA_MODES_OFF = '''import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+def scaled_dot_product_attention(queries, keys, values, mask=None):
+    with _disable_current_modes(), torch._C.DisableTorchFunction():
+        out, w = torch.ops.aten._scaled_dot_product_attention_math(queries, keys, values, mask)
+    return out + 0.0, w + 0.0
+'''
+
+
+@pytest.mark.parametrize("problem, source, named", [
+    ("attention_backward", FORWARD_MODE, "automatic differentiation"),
+    ("scaled_dot_product_attention", SDPA_MODES_OFF, "_scaled_dot_product_attention_math"),
+], ids=["forward_mode", "sdpa_aten"])
+def test_banned_kernels_hold_with_modes_off(tmp_path, problem, source, named):
+    report = grade(make_impl(tmp_path, {f"{problem}.py": source}), [problem], sandbox=False)
+    result = report.problem(problem)
+    raised = [c for c in result.checks if c.status == "failed" and named in c.message]
+    assert raised, [c.message[:300] for c in result.checks if c.status == "failed"]
+    assert result.score < result.max_score / 2
+    assert all(c.status != "error" for c in result.checks)

@@ -50,6 +50,7 @@ def _layout() -> Layout | str:
     for base, usage, peak in candidates:
         root = f"{base}/attnkit-{os.getpid()}"
         try:
+            _remove_stale(base)
             os.makedirs(root, exist_ok=True)
             if base == V2:
                 _enable_memory(base, root)
@@ -67,6 +68,14 @@ def _layout() -> Layout | str:
             why = f"cannot write {base} ({exc.strerror or exc})"
         _remove(root)
     return why
+
+
+def _remove_stale(base: str) -> None:
+    """Groups left by a grader that was killed (atexit never ran): removed once their processes are gone."""
+    for entry in os.listdir(base):
+        pid = entry.removeprefix("attnkit-")
+        if entry.startswith("attnkit-") and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            _remove(f"{base}/{entry}", 0.0)
 
 
 def _enable_memory(base: str, root: str) -> None:

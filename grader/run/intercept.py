@@ -105,7 +105,7 @@ FLEX_MODULES = ("torch.nn.attention.flex_attention", "torch._higher_order_ops.fl
 where `flex_attention` is banned every function of these modules, and the operator's kernels, are replaced."""
 
 
-def guard_functions(banned) -> None:
+def guard_functions(banned, messages: dict | None = None) -> None:
     """Replace banned Python functions, in every torch module loaded (flex_attention's imported first), by ones
     that raise BannedCall whatever mode is active: torch.nn.functional's (reached by name at call time, e.g. by
     nn.MultiheadAttention), and higher-order operators (flex_attention) with everything of their modules."""
@@ -128,14 +128,14 @@ def guard_functions(banned) -> None:
             if whole or _matches(attr, banned):
                 _disarm(value)
                 try:
-                    setattr(module, attr, _raiser_for(attr, name))
+                    setattr(module, attr, _raiser_for(attr, name, messages or {}))
                 except (AttributeError, TypeError):
                     pass
 
 
 def _disarm(value) -> None:
     """A higher-order operator: its registered kernels replaced too (it is reachable through other objects)."""
-    kernels = getattr(value, "py_kernels", None)
+    kernels = None if isinstance(value, type) else getattr(value, "py_kernels", None)
     if isinstance(kernels, dict):
         raiser = _raiser_for(getattr(value, "_name", "flex_attention"), "torch.nn.attention.flex_attention")
         for key in list(kernels):
@@ -145,9 +145,9 @@ def _disarm(value) -> None:
                 getattr(value, cache).clear()
 
 
-def _raiser_for(name: str, module: str = "torch.nn.functional"):
+def _raiser_for(name: str, module: str = "torch.nn.functional", messages: dict | None = None):
     def banned_function(*args, **kwargs):
-        raise BannedCall(_message(name, module))
+        raise BannedCall(messages[name]() if messages and name in messages else _message(name, module))
 
     return banned_function
 

@@ -45,8 +45,9 @@ def serve(conn, log, module: str, symbol: str, enter) -> None:
         no_autograd.disable_engine()
     banned = next((c.get("banned") for c in calls if c.get("banned")), None)
     if banned:  # below Python's modes, which the learner's code could switch off
-        intercept.ban_kernels(banned, {op: no_autograd.refusal for op in no_autograd.FORWARD_OPS})
-        intercept.guard_functions(banned)
+        refusals = {op: no_autograd.refusal for op in no_autograd.FORWARD_OPS}
+        intercept.ban_kernels(banned, refusals)
+        intercept.guard_functions(banned, refusals)
     try:
         target = load_symbol(Path(work), module, symbol, PACKAGE)
     except NotStarted as exc:
