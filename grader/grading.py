@@ -172,6 +172,10 @@ def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict) 
     failing_deps = tuple(r for r in problem.requires if getattr(statuses.get(r), "status", None) in ("failed", "not_started"))
     ctx = Context(problem, cases, worker.results, refs, worker.failure, seed, failing_deps, worker.fault)
     not_started = _not_started(problem, worker)
+    # Once the worker has said hello, the learner's code has run (its module is loaded next, then its calls): from
+    # then on, whatever makes a check unjudgeable may be the learner's doing, so it fails the check, never lowering
+    # the maximum. Before that (the worker never started: worker.fault), the grader's failure stays its own.
+    learner_ran = worker.hello is not None and not worker.fault
     checks = []
     for cid, points in problem.points.items():
         check = CHECKS[cid]
@@ -180,7 +184,7 @@ def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict) 
         elif not_started:
             checks.append(CheckResult(cid, check.title, "failed", 0, points, f"not started: {not_started}"))
         else:
-            checks.append(_run_check(check, ctx, points))
+            checks.append(_run_check(check, ctx, points, learner_ran))
     failing = [c for c in checks if c.status == "failed"] if not not_started else []
     if failing:
         _name_mistakes(problem, ctx, failing)
@@ -238,17 +242,26 @@ def _note_prerequisites(problems, results, graded) -> None:
                 c.message += note
 
 
-def _run_check(check, ctx, points) -> CheckResult:
+def _run_check(check, ctx, points, learner_ran: bool = False) -> CheckResult:
     try:
         check.judge(ctx)
     except Failed as exc:
-        return CheckResult(check.id, check.title, "failed", 0, points, str(exc), evidence=_evidence(ctx, exc.case),
+        try:
+            evidence = _evidence(ctx, exc.case)
+        except Exception:  # noqa: BLE001 - the plots' evidence is optional; the verdict stands without it
+            evidence = None
+        return CheckResult(check.id, check.title, "failed", 0, points, str(exc), evidence=evidence,
                            symptom=exc.symptom)
-    except Exception as exc:  # noqa: BLE001 - a grader bug must show, and never count as the learner's failure
+    except Exception as exc:  # noqa: BLE001 - a grader bug must show, and a learner must never profit from it
         detail = str(exc) if isinstance(exc, GraderError) else traceback.format_exc().strip()
+        if learner_ran:  # possibly the learner's doing (odd results): a failure, never a smaller maximum
+            return CheckResult(check.id, check.title, "failed", 0, points, UNJUDGED.format(points=points, detail=detail))
         return CheckResult(check.id, check.title, "error", 0, 0, GRADER_ERROR.format(points=points, detail=detail))
     return CheckResult(check.id, check.title, "passed", points, points)
 
 
 GRADER_ERROR = ("grader error: the grader failed on this check, not your code; its {points} points are left out of "
                 "your maximum. Please report it (attnkit's issue tracker), with this message:\n{detail}")
+UNJUDGED = ("the grader could not judge this check on what your code returned, so it counts as failed (0 of its "
+            "{points} points). If your code returns what the contract asks (tensors of the inputs' dtype and the "
+            "expected shapes), please report it (attnkit's issue tracker), with this message:\n{detail}")

@@ -1,6 +1,9 @@
-"""The grader never blames the learner for its own failure: a wrong shape from the learner is a clear
-failure on the checks it affects; a failure inside the grader is a grader error, left out of the
-maximum, with exit code 3; messages show the difference with enough digits."""
+"""The grader never blames the learner for its own failure, and a learner never profits from it: a wrong
+shape from the learner is a clear failure on the checks it affects; a failure of the grader before any
+learner code ran (a worker that never started) is a grader error, left out of the maximum, with exit
+code 3; a check the grader cannot judge once the learner's code has run fails, saying why, and keeps
+the maximum (the learner's results may be what broke it: tests/test_dtype_allowlist.py); messages show
+the difference with enough digits."""
 from __future__ import annotations
 
 import subprocess
@@ -13,6 +16,8 @@ from attnkit.judge import checks
 from attnkit.run import harness
 from attnkit.judge.compare import Tol, mismatch
 from attnkit.grading import grade
+from attnkit.problems import get
+from attnkit.run.pool import Pool
 from attnkit.run.worker import _run
 
 ADDITIVE = "additive_attention"
@@ -33,7 +38,10 @@ def test_a_wrong_output_shape_is_a_clear_failure_never_an_internal_error(tmp_pat
     assert "the last two axes (Tq, Tk) are swapped" in grads.message
 
 
-def test_a_check_that_crashes_is_a_grader_error_left_out_of_the_maximum(tmp_path, monkeypatch):
+def test_a_check_that_crashes_after_the_learners_code_ran_fails_and_keeps_the_maximum(monkeypatch):
+    """A crash of a check once the learner's code has run cannot be told from one the learner's results caused (an
+    odd dtype the grader trips on): leaving it out of the maximum would let a submission raise its own percentage, so
+    the check fails, says that the grader could not judge it and why, and asks for a report."""
     def broken(ctx):
         raise ZeroDivisionError("a bug in the grader")
 
@@ -42,10 +50,34 @@ def test_a_check_that_crashes_is_a_grader_error_left_out_of_the_maximum(tmp_path
     report = grade(SOLUTIONS, [ADDITIVE])
     result = report.problem(ADDITIVE)
     masking = next(c for c in result.checks if c.id == "masking")
-    assert masking.status == "error" and masking.max_score == 0
-    assert "not your code" in masking.message and "ZeroDivisionError" in masking.message
-    assert result.max_score == sum(c.max_score for c in result.checks) and result.score == result.max_score
-    assert report.grader_errors == 1
+    points = get(ADDITIVE).points["masking"]
+    assert masking.status == "failed" and masking.score == 0 and masking.max_score == points
+    assert "could not judge" in masking.message and "ZeroDivisionError" in masking.message
+    assert "please report it" in masking.message
+    assert result.max_score == sum(c.max_score for c in result.checks) == full_maximum(ADDITIVE, report)
+    assert result.score == result.max_score - points
+    assert report.grader_errors == 0
+
+
+def never_started(pool):
+    """Pool.wait_hello, where no worker ever says hello: the grader's own failure, before any learner code ran."""
+    for w in pool.workers.values():
+        w._stop("the worker did not start (injected)")
+
+
+def full_maximum(pid, report) -> float:
+    return sum(pts for cid, pts in get(pid).points.items() if report.devices["cuda"] or not checks.CHECKS[cid].needs_cuda)
+
+
+def test_a_worker_that_never_started_is_a_grader_error_left_out_of_the_maximum(monkeypatch):
+    monkeypatch.setattr(Pool, "wait_hello", never_started)
+    report = grade(SOLUTIONS, [ADDITIVE])
+    result = report.problem(ADDITIVE)
+    errors = [c for c in result.checks if c.status == "error"]
+    assert errors and not any(c.status == "failed" for c in result.checks)
+    assert all(c.max_score == 0 and "not your code" in c.message and "did not start" in c.message for c in errors)
+    assert result.max_score == sum(c.max_score for c in result.checks) < full_maximum(ADDITIVE, report)
+    assert report.grader_errors == len(errors)
 
 
 def test_a_fault_in_the_grader_code_around_a_call_is_not_the_learners(tmp_path):
@@ -64,15 +96,15 @@ def test_a_fault_in_the_grader_code_around_a_call_is_not_the_learners(tmp_path):
 
 
 def test_grader_errors_give_exit_code_3(tmp_path):
-    """`attnkit grade` ends 3 when the grader failed on a check (here: an injected bug, through a plugin)."""
-    plugin = tmp_path / "break_masking.py"
+    """`attnkit grade` ends 3 when the grader failed on a check (here: workers that never start, through a plugin)."""
+    plugin = tmp_path / "break_workers.py"
     plugin.write_text(
-        "from attnkit.judge import checks\n"
-        "def _broken(ctx):\n    raise ZeroDivisionError('injected')\n"
-        "c = checks.CHECKS['masking']\n"
-        "checks.CHECKS['masking'] = checks.Check(c.id, c.title, c.groups, _broken)\n")
+        "from attnkit.run.pool import Pool\n"
+        "def _never_started(pool):\n"
+        "    for w in pool.workers.values():\n        w._stop('the worker did not start (injected)')\n"
+        "Pool.wait_hello = _never_started\n")
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    code = ("import sys, break_masking\nfrom attnkit.fronts.cli import main\n"
+    code = ("import sys, break_workers\nfrom attnkit.fronts.cli import main\n"
             f"sys.exit(main(['grade', '--impl', {str(SOLUTIONS)!r}, '--problems', 'additive_attention']))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -3,6 +3,8 @@ its verdict (Failed), the valid-key mask of a call, and the comparison that name
 stage that diverges and where the weights differ."""
 from __future__ import annotations
 
+import re
+
 import torch
 
 from .compare import mismatch
@@ -19,14 +21,102 @@ class Failed(Exception):
 
 
 class GraderError(Exception):
-    """The grader itself failed on this call (not the learner's code): the check is left out of the maximum."""
+    """The grader itself failed on this call. Before any learner code ran (its worker never started) the check is a
+    grader error, left out of the maximum; once the learner's code has run, a check that cannot be judged counts as
+    failed (grading.py: the learner's results could be what made the grader fail)."""
+
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+"""The only dtypes a returned tensor (an output, a gradient) may have: the problems' float dtypes. No spec declares
+an integer or boolean output (every Out role is values, weights, cache, lse or gradient)."""
+
+
+def decode(problem, cases, results: dict) -> dict:
+    """The worker's results as the judges may read them: each output and gradient a dense CPU (or CUDA) tensor of a
+    dtype in FLOAT_DTYPES, as many runs and outputs as the call gives. A result that breaks this becomes the
+    learner's failure of that call ({"ok": False, "rejected": why}), worded by the grader (dtype and layout names
+    as torch prints them, never the learner's text). Whatever the worker claims is checked here, on the grader's
+    side: the worker is the learner's process, and its own checks (run/harness.py) can be bypassed."""
+    return {key: _decode(problem, cases.get(key), res) for key, res in results.items()}
+
+
+def _decode(problem, case, res):
+    if not isinstance(res, dict) or res.get("ok") is not True or case is None:
+        return res
+    why = _refused(problem, case, res)
+    if why is None:
+        return res
+    if case.group == "ctor_error":  # judged by outcome alone (value_errors): it was accepted, whatever came back
+        return {"ok": True}
+    return {"ok": False, "rejected": why,
+            "error": {"type": "RejectedOutput", "text": why, "message": why, "value_error": False}}
+
+
+def _refused(problem, case, res) -> str | None:
+    """Why the result cannot be judged as it is (the learner's doing), or None."""
+    call, numpy = case.call, problem.arrays == "numpy"
+    want = call.get("dtype") if call.get("dtype") in _NAMES else None
+    runs = res.get("outputs")
+    if runs is None:
+        return None if call.get("construct") or case.group == "imports" else "nothing came back"
+    n_out, repeat = call.get("n_out", len(problem.outputs)), call.get("repeat", 1)
+    if not isinstance(runs, list) or len(runs) != repeat or not all(isinstance(r, list) for r in runs) \
+            or not isinstance(res.get("devices", []), list):
+        return "the outputs came back in a form the grader cannot read"
+    for run in runs:
+        if len(run) != n_out:
+            return f"{len(run)} outputs came back, expected {n_out} ({', '.join(problem.outputs)})"
+        for name, t in zip(problem.outputs, run):
+            why = _not_float(t, want, numpy)
+            if why:
+                return f"returned {name} as {why}"
+    grads = res.get("grads")
+    if call.get("grad_out") is not None and not isinstance(grads, dict):
+        return "no gradients came back"
+    for key, g in (grads or {}).items():
+        why = None if g is None else _not_float(g, want, False)
+        if why:
+            return f"the gradient of {_grad_name(problem, key)} came back as {why}"
+    return None
+
+
+_NAMES = {str(d).removeprefix("torch.") for d in FLOAT_DTYPES}
+
+
+def _not_float(t, want: str | None, numpy: bool) -> str | None:
+    """What is wrong with a returned value that must be a dense tensor of a float dtype (None: nothing). Names are
+    the grader's: torch's (NumPy's, which are the same without "torch.", for an array)."""
+    noun = "array" if numpy else "tensor"
+    expected = f"a {want} {noun}" if want else f"a floating-point {noun} ({', '.join(sorted(_NAMES))})"
+    if not isinstance(t, torch.Tensor) or type(t) not in (torch.Tensor, torch.nn.Parameter):
+        return f"a {type(t).__name__} where {expected} was expected"
+    if t.is_nested:
+        return f"a nested tensor where {expected} was expected"
+    if t.layout != torch.strided or t.is_quantized:
+        return f"a {t.layout} tensor of dtype {t.dtype} where {expected} (dense) was expected"
+    if t.device.type not in ("cpu", "cuda"):
+        return f"a tensor on the {t.device.type} device where {expected} was expected"
+    if t.dtype not in FLOAT_DTYPES:
+        dtype = str(t.dtype).removeprefix("torch.") if numpy else str(t.dtype)
+        return f"a{'n' if numpy else ''} {noun} of dtype {dtype} where {expected} was expected"
+    return None
+
+
+def _grad_name(problem, key) -> str:
+    """An input's name from the spec, or a parameter's name where it is a plain dotted name."""
+    key = str(key)
+    if key.startswith("input:") and key[6:].isdigit() and int(key[6:]) < len(problem.arg_names):
+        return problem.arg_names[int(key[6:])]
+    name = key.removeprefix("param:")
+    return name if key.startswith("param:") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,99}", name) else "a parameter"
 
 
 class Context:
     """What a judge sees: the spec, its cases, the learner's results and the reference's."""
 
     def __init__(self, problem, cases, got, ref, failure=None, seed=None, failing_deps=(), fault=False):
-        self.problem, self.cases, self.got, self.ref, self.failure = problem, cases, got, ref, failure
+        self.problem, self.cases, self.ref, self.failure = problem, cases, ref, failure
+        self.got = decode(problem, cases, got)  # what the learner returned, allowed dtypes only: the judges read this
         self.fault = fault  # the failure is the grader's (its worker never started), never the learner's
         self.seed = seed
         self.failing_deps = failing_deps  # imported problems that fail their own checks: their mistakes may explain ours
@@ -40,6 +130,8 @@ class Context:
             raise GraderError(f"the grader could not run {call_text(self.problem, case)}: {self.failure}")
         if res is None:
             raise Failed(f"called {call_text(self.problem, case)}\nno result: {self.failure or 'the worker gave none'}")
+        if res.get("rejected"):
+            raise Failed(f"called {call_text(self.problem, case)}\n{res['rejected']}", case)
         if res.get("grader_error"):
             raise GraderError(f"the grader failed while running {call_text(self.problem, case)}: {error_text(res)}")
         if not res["ok"]:

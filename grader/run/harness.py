@@ -157,19 +157,31 @@ def _outputs(value, n_out: int, numpy: bool = False, structure=None, names=None)
     what = f"a {kind}" if n_out == 1 else f"a tuple of {n_out} {kind}s"
     if not isinstance(value, (tuple, list)) or len(value) != n_out:
         raise CallError(f"returned {_kind(value)}, expected {what}")
+    labels = names if names and len(names) == n_out else [f"output {i}" for i in range(n_out)]
     if numpy:
         import numpy as np
 
-        for v in value:
+        for label, v in zip(labels, value):
             if not isinstance(v, np.ndarray):
                 raise CallError(f"returned {_kind(v)} where a numpy.ndarray was expected")
+            if v.dtype.kind != "f" or v.dtype.itemsize not in (2, 4, 8):
+                raise CallError(f"returned {label} as an array of dtype {v.dtype.name} where a floating-point array "
+                                "(float16, float32 or float64: the inputs' dtype) was expected")
         return [torch.from_numpy(np.array(v)) for v in value]
-    for v in value:
+    for label, v in zip(labels, value):
         if type(v) is not torch.Tensor and not isinstance(v, torch.nn.Parameter):
             raise CallError(f"returned {_kind(v)} where a torch.Tensor was expected")
-        if v.layout != torch.strided or v.device.type not in ("cpu", "cuda") or v.is_complex() or v.is_quantized:
-            raise CallError(f"returned a {v.layout} {v.dtype} tensor on {v.device.type}, expected a dense real tensor")
+        if v.layout != torch.strided or v.is_nested or v.device.type not in ("cpu", "cuda") or v.is_quantized:
+            raise CallError(f"returned {label} as a {'nested' if v.is_nested else v.layout} {v.dtype} tensor on "
+                            f"{v.device.type}, expected a dense tensor on the inputs' device")
+        if v.dtype not in FLOAT_DTYPES:
+            raise CallError(f"returned {label} as a tensor of dtype {v.dtype} where a floating-point tensor "
+                            "(float16, bfloat16, float32 or float64: the inputs' dtype) was expected")
     return list(value)
+
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+"""What an output may be (judge/context.py's decode checks it again on the grader's side, where it counts)."""
 
 
 def _flatten(value, structure, names) -> tuple:
