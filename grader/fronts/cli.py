@@ -5,8 +5,8 @@ import argparse
 import gc
 import sys
 
-from .commands import (untrusted, cmd_batch, cmd_classroom, cmd_course, cmd_dev, cmd_export, cmd_grade,
-                       cmd_class_report, cmd_gradescope, cmd_similarity)
+from .commands import (untrusted, cluster_connection, cmd_batch, cmd_classroom, cmd_cluster, cmd_course, cmd_dev,
+                       cmd_export, cmd_grade, cmd_class_report, cmd_gradescope, cmd_similarity)
 from ..run.submission import impl_dir
 from ..errors import SpecError
 from ..model.spec import VISIBILITIES
@@ -73,9 +73,23 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, help="seed of the hidden inputs (default: the kit's)")
     b.add_argument("--problems", metavar="ID,...", help="grade only these problems (ids or unique prefixes)")
     b.add_argument("--cluster", metavar="ADDRESS", help="grade on the Dask cluster whose scheduler is at ADDRESS "
-                   "(tcp://host:8786); each worker needs attnkit and bubblewrap")
+                   "(tls://host:8786); each worker needs attnkit and bubblewrap (docs/cluster.md)")
+    b.add_argument("--cluster-certs", metavar="DIR", help="the cluster's TLS certificates (what `attnkit cluster "
+                   "certs DIR` wrote; default: $ATTNKIT_CLUSTER_CERTS): required with --cluster")
+    b.add_argument("--insecure-local", action="store_true", help="--cluster without certificates, over tcp://, to "
+                   "a scheduler on this machine only (127.0.0.1, localhost, [::1]): for tests and trials")
     add_limit_flags(b)
     b.set_defaults(run=cmd_batch)
+    cs = sub.add_parser("cluster", help="for instructors: the TLS certificates of a secured Dask cluster "
+                        "(grade-batch --cluster)")
+    cs.add_argument("action", choices=["certs"])
+    cs.add_argument("directory", metavar="DIR", help="where to write them (created 0700; nothing is overwritten)")
+    cs.add_argument("--host", default="SCHEDULER_HOST", help="the scheduler's host name or address, for the printed "
+                    "command lines")
+    cs.add_argument("--port", type=positive(int), default=8786, help="the scheduler's port (default 8786)")
+    cs.add_argument("--days", type=positive(int), default=365, help="how long the certificates are valid "
+                    "(default 365)")
+    cs.set_defaults(run=cmd_cluster)
     cr = sub.add_parser("class-report", help="for instructors: one HTML page of a class's grade-batch results")
     cr.add_argument("results", metavar="RESULTS_DIR", help="what `attnkit grade-batch ... --out RESULTS_DIR` wrote")
     cr.add_argument("--out", metavar="REPORT.html", help="the page to write (self-contained: it opens offline)")
@@ -137,6 +151,8 @@ def main(argv=None) -> int:
 
         set_lang(args.lang)
     try:
+        if args.command == "grade-batch":
+            args.connection = cluster_connection(args)  # the cluster's flags checked here, before any work
         if args.command in ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev") and \
                 not getattr(args, "cluster", None):  # on a cluster, the workers grade
             _warm_up(args)

@@ -1,4 +1,4 @@
-"""What `attnkit grade`, `grade-batch`, `export`, `gradescope`, `classroom`, `course` and `dev` do
+"""What `attnkit grade`, `grade-batch`, `cluster`, `export`, `gradescope`, `classroom`, `course` and `dev` do
 (the learner's commands are in learner.py and watch.py; the parser is cli.py)."""
 from __future__ import annotations
 
@@ -167,12 +167,38 @@ def cmd_batch(args) -> int:
 
     from .options import problem_list
 
-    rows = run(args.submissions, args.out, workers=args.workers, force=args.force, cluster=args.cluster,
+    address, security = getattr(args, "connection", None) or cluster_connection(args)
+    rows = run(args.submissions, args.out, workers=args.workers, force=args.force, cluster=address,
+               security=security,
                problem_ids=problem_list(args.problems),
                seed=args.seed if args.seed is not None else DEFAULT_SEED,
                timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(args),
                sandbox=True)
     print(f"{len(rows)} submissions: results in {args.out} (grades.csv)")
+    return 0
+
+
+def cluster_connection(args) -> tuple[str | None, object]:
+    """grade-batch's --cluster, --cluster-certs and --insecure-local, checked before any work: (the address, Dask's
+    TLS settings or None), or (None, None) for a local batch."""
+    if args.cluster is None:
+        if args.cluster_certs is not None or args.insecure_local:
+            flag = "--cluster-certs" if args.cluster_certs is not None else "--insecure-local"
+            raise BadInput(f"{flag} goes with --cluster ADDRESS")
+        return None, None
+    from ..integrations.cluster import connection
+
+    return connection(args.cluster, args.cluster_certs, args.insecure_local)
+
+
+def cmd_cluster(args) -> int:
+    """`attnkit cluster certs DIR`: a CA and the scheduler's, workers' and client's certificates; the command lines."""
+    from ..integrations.cluster_certs import make, summary
+
+    if args.port > 65535:
+        raise BadInput(f"--port {args.port}: a port is 1 to 65535")
+    folder = make(args.directory, days=args.days)
+    print(summary(folder, host=args.host, port=args.port))
     return 0
 
 

@@ -46,9 +46,11 @@ def submissions(folder: Path) -> list[Path]:
     return found
 
 
-def run(folder, out, workers: int = 2, force: bool = False, cluster: str | None = None, **grading) -> dict[str, dict]:
+def run(folder, out, workers: int = 2, force: bool = False, cluster: str | None = None, security=None,
+        **grading) -> dict[str, dict]:
     """Grade every submission in `folder` (`grading`: grade()'s options; `attnkit grade-batch` sets sandbox=True):
-    here, `workers` at a time, or on the Dask cluster whose scheduler is at `cluster` (integrations/cluster.py)."""
+    here, `workers` at a time, or on the Dask cluster whose scheduler is at `cluster` (integrations/cluster.py),
+    connected with `security` (Dask's TLS settings; None: tcp:// to a scheduler on loopback)."""
     folder, out = Path(folder), Path(out)
     names, rows, todo = pending(folder, out, force)
     lock = threading.Lock()
@@ -65,7 +67,7 @@ def run(folder, out, workers: int = 2, force: bool = False, cluster: str | None 
     if cluster is not None:
         from .cluster import grade_all
 
-        grade_all(cluster, todo, record, grading)
+        grade_all(cluster, todo, record, grading, security)
     else:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             for future in as_completed([pool.submit(lambda p: record(p, grade_one(p, grading)), p) for p in todo]):
