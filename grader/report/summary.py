@@ -64,7 +64,7 @@ def to_json(report: Report) -> dict:
         **({"variant": report.variant} if report.variant else {}),  # only for a candidate's variant (--variant)
         "problems": [
             {
-                "id": p.id, "status": p.status, "score": p.score, "max_score": p.max_score,
+                "id": p.id, "status": p.status, "score": p.score, "max_score": p.max_score, "trouble": p.trouble,
                 "checks": [
                     {"id": c.id, "status": c.status, "score": c.score, "max_score": c.max_score,
                      "message": c.message, "mistake": c.mistake}
