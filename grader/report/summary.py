@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..files import atomic_write
 from ..results import Report
+from ..run.inbox import one_line
 from .term import bar, paint
 
 MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERR!"}
@@ -21,7 +22,7 @@ def table(report: Report, width: int = 88, colour: bool = False, checks: bool | 
     lines, "started" for check lines under started problems only (a problem not started is one line)."""
     cuda = "CUDA" if report.devices.get("cuda") else "CPU only: CUDA checks skipped"
     rule = ("─" if colour else "-") * width
-    lines = [f"attnkit: {report.impl} (seed {report.seed}, {cuda})", rule]
+    lines = [f"attnkit: {one_line(report.impl, 500)} (seed {report.seed}, {cuda})", rule]  # a path: maybe a learner's name
     for p in report.problems:
         status = paint(f"{STATUS[p.status]:<{width - 52}}", p.status, colour)
         lines.append(f"{paint(f'{p.id:<44}', 'bold', colour)}{status}{_pts(p.score, p.max_score):>8}")
