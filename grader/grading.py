@@ -193,7 +193,35 @@ def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict) 
     status = "not_started" if not_started else "passed" if all(c.status == "passed" for c in ran) else "failed"
     if status == "passed" and any(c.status == "error" for c in checks):
         status = "failed"  # nothing the learner did is wrong, but the problem was not fully graded
-    return ProblemResult(problem.id, problem.title, status, score, max_score, checks)
+    return ProblemResult(problem.id, problem.title, status, score, max_score, checks,
+                         trouble=_trouble(worker, bool(not_started), checks))
+
+
+WORKER_ENDS = (  # run/handle.py's own first words for why it stopped a worker (Worker._stop), and what each means
+    ("timed out after ", "timeout"),
+    ("the worker sent something that is not a result", "hostile"),
+    ("the worker process ", "crash"),  # crashed with SIG..., was killed by signal, exited with status
+)
+
+
+def _trouble(worker, not_started: bool, checks) -> str | None:
+    """The problem's trouble (results.TROUBLES), decided here, where the grader holds its worker: from the worker's
+    state, never from a check's message (which quotes the learner's words). `worker.failure` is written only by the
+    grader (run/handle.py's Worker._stop), always starting with the grader's own words: learner text (a log's tail, a
+    malformed message's description) can only follow them, so its start tells which of the grader's stops it was."""
+    if worker.failure is not None and worker.fault:  # it stopped before its hello: no learner code had run
+        return "error"
+    end = None if worker.failure is None else \
+        next((kind for start, kind in WORKER_ENDS if worker.failure.startswith(start)), "crash")
+    if end == "hostile":
+        return end
+    if not_started:  # a worker that reported a failed import exits on its own: no crash of its
+        return "not_started"
+    if end is not None and any(c.status in ("failed", "error") for c in checks):  # the end cost the learner a result
+        return end
+    if any(c.status == "error" for c in checks):
+        return "error"
+    return None
 
 
 def _name_mistakes(problem, ctx, failing) -> None:

@@ -25,6 +25,16 @@ class ProblemResult:
     score: float
     max_score: float
     checks: list[CheckResult] = field(default_factory=list)
+    trouble: str | None = None  # one of TROUBLES, set by the grader where it knows it (grading.py); never from a message
+
+
+TROUBLES = {  # what went wrong with a problem's grading, beyond its checks' verdicts: the report's `trouble`
+    "timeout": "its worker ran past the time limit and was stopped",
+    "crash": "its worker process died (a signal, sys.exit or os._exit)",
+    "hostile": "its worker sent something that is not one of the grader's messages",
+    "not_started": "the module could not be graded at all: a stub, missing, or its import failed",
+    "error": "the grader itself failed: its worker never started, or a check failed in the grader's own code",
+}
 
 
 @dataclass

@@ -23,11 +23,12 @@ if CHROMIUM is None and os.environ.get("ATTNKIT_REQUIRE_BROWSER") == "1":  # CI 
 EVIL = "<script>alert(1)</script>"
 
 
-def _result(name, problems) -> dict:
-    """One grade-batch result: {problem id: [(check, passed, mistake, message)]}."""
+def _result(name, problems, troubles=None) -> dict:
+    """One grade-batch result: {problem id: [(check, passed, mistake, message)]}; `troubles`: {problem id: the
+    grader's own `trouble` field}."""
     ps = [ProblemResult(pid, pid, "passed" if all(c[1] for c in cs) else "failed", sum(c[1] for c in cs), len(cs),
                         [CheckResult(c, c, "passed" if ok else "failed", int(ok), 1, msg, mistake)
-                         for c, ok, mistake, msg in cs]) for pid, cs in problems.items()]
+                         for c, ok, mistake, msg in cs], (troubles or {}).get(pid)) for pid, cs in problems.items()]
     report = Report(impl=name, seed=1, score=sum(p.score for p in ps), max_score=sum(p.max_score for p in ps),
                     devices={"cpu": True, "cuda": False}, problems=ps)
     return {**to_json(report), "submission": name}
@@ -44,14 +45,18 @@ def _class(folder: Path) -> Path:
                                          ("masking", False, None, "called f(x)\nno result: timed out after 30 s")]},
         "dave" + EVIL: {"masked_softmax": [("shapes", False, None, "called f(x)\nno result: the worker sent something "
                                             "that is not a result " + EVIL), ("masking", True, None, "")],
-                        # the learner's own words that sound like a worker's end are not one
-                        "additive_attention": [("shapes", False, "no_tanh" + EVIL, "raised ValueError: timed out after "
-                                                "1 s; no result: the worker process crashed with SIGSEGV"),
+                        # the learner's own words, even the grader's very lines, are not a worker's end: only the
+                        # grader's `trouble` field is
+                        "additive_attention": [("shapes", False, "no_tanh" + EVIL, "called f(x)\nit raised ValueError: "
+                                                "x\nno result: timed out after 30 s (an endless loop, or far too slow)"
+                                                "\nno result: the worker process crashed with SIGSEGV\nno result: the "
+                                                "worker sent something that is not a result"),
                                                ("masking", True, None, "")]},
     }
+    troubles = {"carol": {"additive_attention": "timeout"}, "dave" + EVIL: {"masked_softmax": "hostile"}}
     folder.mkdir()
     for i, (name, problems) in enumerate(rows.items()):
-        (folder / f"s{i}.json").write_text(json.dumps(_result(name, problems)))
+        (folder / f"s{i}.json").write_text(json.dumps(_result(name, problems, troubles.get(name))))
     (folder / "erin.json").write_text(json.dumps({"submission": "erin.zip", "error": "not a zip file " + EVIL}))
     (folder / "source.json").write_text(json.dumps({"submissions": "/somewhere"}))
     return folder
@@ -123,3 +128,77 @@ def test_bad_requests_are_one_line(tmp_path):
                        (["class-report", str(tmp_path), "--json", str(tmp_path / "x.json")], "no results in it")):
         r = attnkit(*args)
         assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+IMG = "<img src=x onerror=alert(1)>"
+
+
+def _live_images(page: str) -> list[dict]:
+    """The <img> tags a browser would build from the page, with their attributes (html.parser, as a browser tokenises)."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Images(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag == "img":
+                found.append(dict(attrs))
+
+    Images().feed(page)
+    return found
+
+
+def test_every_learner_text_on_the_page_is_escaped(tmp_path):
+    """A submission's name, a check's message, a mistake id, an error row's text, a similarity pair and the results
+    folder each carry an <img onerror> tag: the page shows them as text, and its only images are its two plots."""
+    from attnkit.report.class_report import load, page, stats
+
+    results = tmp_path / ("r" + IMG)
+    results.mkdir()
+    bad = [("shapes", False, "fill_zero" + IMG, "called f(x)\nit raised ValueError: " + IMG)]
+    (results / "a.json").write_text(json.dumps(_result("alice" + IMG, {"masked_softmax": bad},
+                                                       {"masked_softmax": "crash"})))
+    (results / "b.json").write_text(json.dumps({"submission": "bob" + IMG, "error": "not a valid zip " + IMG}))
+    s = stats(load(results))
+    s["similar"] = [{"a": "alice" + IMG, "b": "bob" + IMG, "similarity": 0.9}]
+    html_page = page(s, {"scores": "data:image/png;base64,AA==", "problems": "data:image/png;base64,AA=="}, str(results))
+    images = _live_images(html_page)
+    assert len(images) == 2 and not any("onerror" in attrs for attrs in images), images
+    assert html_page.count("&lt;img src=x onerror=alert(1)&gt;") >= 6  # each shown as text
+    assert {t["kind"] for t in s["troubles"]} == {"crashed", "not graded"}
+
+
+def test_a_message_holding_the_graders_own_line_is_not_a_timeout(tmp_path):
+    """A learner's exception message is exactly the line the grader writes for a worker it stopped at the time limit:
+    the grader records no trouble (its `trouble` field), and the class report shows none."""
+    from attnkit.grading import grade
+    from attnkit.report.class_report import stats
+
+    line = "no result: timed out after 30 s while running call masked_softmax/shapes/0 (an endless loop, or far too slow)"
+    source = f"def masked_softmax(scores, mask=None, dim=-1):\n    raise ValueError({chr(10) + line!r})\n"
+    report = grade(make_impl(tmp_path / "fake", {"masked_softmax.py": source}), ["masked_softmax"])
+    p = report.problem("masked_softmax")
+    assert any(f"\n{line}" in c.message for c in p.checks), [c.message for c in p.checks]  # the line is there
+    assert p.status == "failed" and p.trouble is None
+    row = {**to_json(report), "submission": "fake"}
+    assert row["problems"][0]["trouble"] is None and stats([row])["troubles"] == []
+
+
+def test_the_grader_records_each_trouble_where_it_knows_it(tmp_path):
+    """The `trouble` field from real workers: a hang at import (timeout), an abort (crash), a stub (not_started), a
+    correct module (none); the JSON report carries it and validates against the schema."""
+    import jsonschema
+
+    from attnkit import ROOT
+    from attnkit.grading import grade
+
+    schema = json.loads((ROOT / "grader" / "report.schema.json").read_text())
+    modules = {"hang": ("while True:\n    pass\n", "timeout"), "crash": ("import os\nos.abort()\n", "crash"),
+               "stub": ("def masked_softmax(scores, mask=None, dim=-1):\n    raise NotImplementedError\n", "not_started"),
+               "good": ((SOLUTIONS / "masked_softmax.py").read_text(), None)}
+    for name, (source, trouble) in modules.items():
+        report = grade(make_impl(tmp_path / name, {"masked_softmax.py": source}), ["masked_softmax"], timeout=3)
+        assert report.problem("masked_softmax").trouble == trouble, (name, report.problem("masked_softmax"))
+        data = to_json(report)
+        jsonschema.validate(data, schema)
+        assert data["problems"][0]["trouble"] == trouble

@@ -159,11 +159,15 @@ def main(argv=None) -> int:
         if hasattr(args, "impl") and args.command != "grade":
             args.impl = impl_dir(args.impl if args.impl is not None else default_impl())
         return args.run(args)
-    except BadInput as exc:
-        sys.stderr.write(f"attnkit: error: {exc}\n")
+    except BadInput as exc:  # one line whatever it quotes (a submission's or a member's name, a path)
+        from ..run.inbox import one_line
+
+        sys.stderr.write(f"attnkit: error: {one_line(exc, 2000)}\n")
         return 2
     except SpecError as exc:
-        sys.stderr.write(f"attnkit: the kit's own specs are broken (please report it): {exc}\n")
+        from ..run.inbox import one_line
+
+        sys.stderr.write(f"attnkit: the kit's own specs are broken (please report it): {one_line(exc, 2000)}\n")
         return 3
     except KeyboardInterrupt:
         sys.stderr.write("attnkit: interrupted\n")

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..files import atomic_write
 from ..errors import BadInput
 from ..problems import ORDER
+from ..run.inbox import one_line
 from .one import grade_one
 
 
@@ -40,7 +41,7 @@ def submissions(folder: Path) -> list[Path]:
     found = [p for p in sorted(folder.iterdir()) if not p.name.startswith(".") and (p.is_dir() or p.suffix.lower() == ".zip")]
     others = [p for p in sorted(folder.iterdir()) if not p.name.startswith(".") and p not in found]
     for p in others:
-        print(f"skipped {p.name}: not a directory or a .zip", file=sys.stderr)
+        print(f"skipped {one_line(repr(p.name), 120)}: not a directory or a .zip", file=sys.stderr)
     if not found:
         raise BadInput(f"{folder}: no submissions in it (directories or .zip files)")
     return found
@@ -61,7 +62,7 @@ def run(folder, out, workers: int = 2, force: bool = False, cluster: str | None 
         with lock:
             rows[names[p]] = result
             write_csv(rows, out / "grades.csv")
-        line = result.get("error") or f"{result['score']:g}/{result['max_score']:g}"
+        line = one_line(result["error"]) if "error" in result else f"{result['score']:g}/{result['max_score']:g}"
         print(f"{names[p]}: {line}", flush=True)
 
     if cluster is not None:
@@ -109,7 +110,13 @@ def write_csv(rows: dict, path: Path) -> None:
     for name in sorted(rows):
         r = rows[name]
         scores = {p["id"]: p["score"] for p in r.get("problems", [])}
-        w.writerow([name, *[f"{scores[p]:g}" if p in scores else "" for p in ORDER],
+        w.writerow([cell(name), *[f"{scores[p]:g}" if p in scores else "" for p in ORDER],
                     f"{r['score']:g}" if "score" in r else "", f"{r['max_score']:g}" if "max_score" in r else "",
-                    r.get("error", "")])
+                    cell(one_line(r.get("error", ""), 500))])
     atomic_write(path, buf.getvalue())
+
+
+def cell(text: str) -> str:
+    """Text for a CSV cell a spreadsheet opens: one that would start a formula (= + - @, or a tab or carriage return
+    before one) is prefixed with an apostrophe, so that a submission's name or an error quoting it stays text."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text

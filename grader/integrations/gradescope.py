@@ -65,27 +65,75 @@ def build(out, visibility: str | None = None) -> Path:
     return out
 
 
-def public_output(check) -> str:
-    """What a student sees of a check: its rule, its result, the mistake it recognised; no inputs or values."""
+MAX_OUTPUT = 2000  # characters of one test's output (and of the summary): results.json is shown to the student
+
+RAISED = frozenset((  # builtin exception types a not-started line may name: the learner's own class names never show
+    "AssertionError", "AttributeError", "FileNotFoundError", "ImportError", "IndentationError", "IndexError",
+    "KeyError", "MemoryError", "ModuleNotFoundError", "NameError", "NotImplementedError", "OSError", "RecursionError",
+    "RuntimeError", "SyntaxError", "SystemExit", "TabError", "TypeError", "UnicodeDecodeError", "ValueError",
+    "ZeroDivisionError",
+))
+
+
+def public_output(check, problem=None) -> str:
+    """What a student sees of a check: its rule, its result, the mistake it recognised, all in the grader's own words
+    (from the result's fields, never from its message, which quotes the learner's code): no inputs or values.
+    `problem`: the check's ProblemResult (its status says whether it was started)."""
     if check.status == "passed":
         return f"{check.title}: passed"
-    lines = check.message.splitlines()
     head = f"{check.title}: {check.status}"
-    if lines and lines[0].startswith("not started"):
-        return f"{head}\n{_without_learner_text(lines[0])}"
-    start = next((i for i, line in enumerate(lines) if line.startswith("Recognised mistake")), None)
-    return head + ("\n" + "\n".join(lines[start:start + 3]) if start is not None else "")
+    if problem is not None and problem.status == "not_started":
+        return f"{head}\nnot started: {not_started(problem.id, check.message)}"
+    if check.status == "error":
+        return f"{head}\nthe grader failed on this check, not your code: its points are left out of your maximum"
+    if check.mistake and problem is not None:
+        return f"{head}\n{_mistake(problem.id, check.mistake)}"
+    return head
 
 
-def _without_learner_text(line: str) -> str:
-    """A not-started line without the exception's message, which the learner's code wrote (it could carry the
-    hidden inputs): the exception's type and where it was raised stay."""
-    m = re.match(r"(not started: importing \S+ failed: )([A-Za-z_][\w.]*)", line)
-    if not m:
-        return line[:300]
-    where = re.search(r"\(([\w./-]+\.py:\d+)", line[m.end():])
-    return f"{m.group(1)}{m.group(2)}" + (f" at {where.group(1)}" if where else "") + \
-        " (the message is left out here; run the public checks to see it)"
+def _mistake(pid: str, mistake: str) -> str:
+    """The catalogue's text for a recognised mistake (the grader's id, the kit's words)."""
+    from ..diagnose.diagnose import describe
+    from ..problems import get
+
+    try:
+        return describe(get(pid), mistake)
+    except Exception:  # noqa: BLE001 - an id this kit does not know: its name alone
+        return f"recognised mistake: {mistake}"
+
+
+def not_started(pid: str, message: str) -> str:
+    """Why a problem was not started, in one of the grader's own sentences. The reason comes from the worker (the
+    learner's process could write any text there), so it only chooses among these sentences: an exception's message,
+    its file and line never show (they could carry the hidden inputs the worker held while importing), and its type
+    shows only where it is one of the builtin types in RAISED."""
+    from ..problems import get
+
+    reason = message.split("\n", 1)[0].removeprefix("not started: ")
+    failed = f"importing {pid}.py failed: "
+    if reason == f"{pid}.py raises NotImplementedError: still a stub, fill it in":
+        return f"{pid}.py is still the stub (it raises NotImplementedError): fill it in"
+    if reason == f"{pid}.py not found in the submission":
+        return f"{pid}.py is not in your submission"
+    if reason == f"{pid}.py defines no `{get(pid).symbol}`":
+        return f"{pid}.py defines no `{get(pid).symbol}`"
+    if reason.startswith("the grader could not sandbox this submission"):
+        return "the grader could not prepare your submission (too large, or too many files?)"
+    if reason == failed + "it printed more than the output limit allows (--output-limit)":
+        return f"importing {pid}.py printed more than the output limit allows"
+    if reason.startswith(failed):
+        m = re.match(r"([A-Za-z_]\w*)(?=:|$| \()", reason[len(failed):])
+        raised = m.group(1) if m and m.group(1) in RAISED else "an exception"
+        return (f"your module {pid}.py raised {raised} on import (its message and line are left out here; run the "
+                "public checks to see them)")
+    return f"{pid}.py could not be loaded (run the public checks to see why)"
+
+
+def _public(text: str) -> str:
+    """Text for results.json: no control characters (newlines kept), bounded (json.dumps escapes the rest)."""
+    from ..run.inbox import clean
+
+    return clean(text, MAX_OUTPUT)
 
 
 def results(report, visibility: str | None = None) -> dict:
@@ -101,9 +149,9 @@ def results(report, visibility: str | None = None) -> dict:
                 continue
             tests.append({"name": f"{p.id}: {c.id}", "score": c.score, "max_score": c.max_score,
                           "status": "passed" if c.status == "passed" else "failed",
-                          "output": public_output(c), "visibility": own.get(c.id, visibility or "visible")})
+                          "output": _public(public_output(c, p)), "visibility": own.get(c.id, visibility or "visible")})
     summary = "\n".join(f"{p.id}: {p.status.replace('_', ' ')} ({p.score:g}/{p.max_score:g})" for p in report.problems)
-    data = {"score": report.score, "output": summary, "tests": tests, "stdout_visibility": "hidden"}
+    data = {"score": report.score, "output": _public(summary), "tests": tests, "stdout_visibility": "hidden"}
     if visibility is not None:
         data["visibility"] = visibility
     return data
@@ -122,6 +170,7 @@ def run(root, sandbox: bool | None = True) -> int:
     """Grade root/submission, write root/results/results.json; a broken submission still gets results.
     Students' code: inside bubblewrap, which setup.sh installs (`sandbox=None` only for the kit's tests)."""
     from ..grading import grade
+    from ..run.inbox import one_line
     from ..run.submission import open_submission
 
     root = Path(root)
@@ -131,7 +180,7 @@ def run(root, sandbox: bool | None = True) -> int:
         impl, unpacked = open_submission(root / "submission", label="your submission")
     except BadInput as exc:
         files = ", ".join(f"{pid}.py" for pid in ORDER)
-        data = {"score": 0, "output": f"{exc}. Upload the problem files ({files}).", "tests": [],
+        data = {"score": 0, "output": _public(f"{one_line(exc, 600)}. Upload the problem files ({files})."), "tests": [],
                 **({"visibility": settings()["visibility"]} if settings() else {})}
     else:
         try:

@@ -6,7 +6,7 @@ from pathlib import Path
 from ..errors import BadInput
 from ..report.summary import to_json
 from ..run.inbox import clean
-from ..run.submission import open_submission
+from ..run.submission import open_submission, shown
 
 
 def grade_one(p: Path, grading: dict) -> dict:
@@ -14,7 +14,7 @@ def grade_one(p: Path, grading: dict) -> dict:
     from ..grading import grade
 
     try:
-        impl, unpacked = open_submission(p, label=p.name)
+        impl, unpacked = open_submission(p, label=shown(p.name))  # the submitter's name, quoted
         try:
             return to_json(grade(impl, **grading))
         finally:

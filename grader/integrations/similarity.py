@@ -18,7 +18,7 @@ from ..errors import BadInput
 from ..judge import public_checks
 from ..model.stubs import render
 from ..problems import all_problems
-from ..run.submission import open_submission
+from ..run.submission import open_submission, shown
 from .batch import submissions
 
 NOISE, GUARANTEE = 25, 30  # tokens: matches shorter than NOISE are ignored, any of GUARANTEE or more is found
@@ -43,7 +43,7 @@ def _boilerplate(problem) -> list:
 def read(path: Path) -> dict[str, str]:
     """The problem files of one submission (directory or .zip), {problem id: text}; missing ones left out."""
     try:
-        impl, unpacked = open_submission(path, label=path.name)
+        impl, unpacked = open_submission(path, label=shown(path.name))
     except BadInput:
         return {}
     try:

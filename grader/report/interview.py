@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import ROOT
+from ..run.inbox import clean, one_line
 from ..run.sandbox import isolation
 
 
@@ -32,13 +33,13 @@ def markdown(report, submission: str, argv: list[str], attempts: list[str] | Non
 
     lines = [
         "# attnkit grading report", "",
-        f"- Submission: `{submission}`",
+        f"- Submission: {code(submission)}",
         f"- Score: **{report.score:g} / {report.max_score:g}**",
         f"- Graded: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} with attnkit {_kit_version()}, "
         f"Python {platform.python_version()}, torch {torch.__version__}, "
         f"{'CUDA' if report.devices.get('cuda') else 'CPU only (CUDA checks skipped, not counted)'}",
         f"- Isolation: {isolation(report.sandbox)}; hidden inputs seed {report.seed}"
-        + (f" (variant `{report.variant}`)" if report.variant else ""), "",
+        + (f" (variant {code(report.variant)})" if report.variant else ""), "",
         "| problem | status | score |", "|---|---|---|",
     ]
     lines += [f"| `{p.id}` | {p.status.replace('_', ' ')} | {p.score:g} / {p.max_score:g} |" for p in report.problems]
@@ -63,15 +64,27 @@ def markdown(report, submission: str, argv: list[str], attempts: list[str] | Non
                 lines += ["", f"**{c.id}**", "", *fenced(c.message)]
     lines += ["", *attempts] if attempts else []
     argv = argv if "--seed" in argv or "--variant" in argv else [*argv, "--seed", str(report.seed)]
-    command = " ".join(shlex.quote(a) for a in ["attnkit", *argv])
+    command = clean(" ".join(shlex.quote(a) for a in ["attnkit", *argv]), 2000)  # the path may be the candidate's name
     lines += ["", "## Reproduce", "", "The hidden inputs are seeded, so this gives the same result:", "",
-              "```", f"{command}", "```", ""]
+              *fenced(command), ""]
     return "\n".join(lines)
+
+
+def code(text: str, limit: int = 200) -> str:
+    """Text that may be the candidate's (a submission's file name, a variant's name) as an inline code span no text
+    can close or leave: on one line (a line break could start a heading, a list or a table row), without control
+    characters, between backtick runs longer than any inside (CommonMark), padded with a space where it starts or
+    ends with a backtick. Markdown and HTML inside a code span stay literal."""
+    text = one_line(text, limit) or "(none)"
+    ticks = "`" * (max((len(run) for run in _runs(text)), default=0) + 1)
+    pad = " " if text[0] == "`" or text[-1] == "`" else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def fenced(text: str) -> list[str]:
     """Text that may hold the learner's words, as a code block no text can close: the fence is longer than any
-    run of backticks inside (CommonMark), so markdown, HTML, images and comments in it stay literal."""
+    run of backticks inside (CommonMark), so markdown, HTML, images and comments in it stay literal. (Learner text
+    reaches the report cleaned of control characters: run/inbox.py.)"""
     longest = max((len(run) for run in _runs(text)), default=0)
     fence = "`" * max(3, longest + 1)
     return [fence, text, fence]

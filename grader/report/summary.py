@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..files import atomic_write
 from ..results import Report
+from ..run.inbox import one_line
 from .term import bar, paint
 
 MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERR!"}
@@ -21,7 +22,7 @@ def table(report: Report, width: int = 88, colour: bool = False, checks: bool | 
     lines, "started" for check lines under started problems only (a problem not started is one line)."""
     cuda = "CUDA" if report.devices.get("cuda") else "CPU only: CUDA checks skipped"
     rule = ("─" if colour else "-") * width
-    lines = [f"attnkit: {report.impl} (seed {report.seed}, {cuda})", rule]
+    lines = [f"attnkit: {one_line(report.impl, 500)} (seed {report.seed}, {cuda})", rule]  # a path: maybe a learner's name
     for p in report.problems:
         status = paint(f"{STATUS[p.status]:<{width - 52}}", p.status, colour)
         lines.append(f"{paint(f'{p.id:<44}', 'bold', colour)}{status}{_pts(p.score, p.max_score):>8}")
@@ -65,7 +66,7 @@ def to_json(report: Report) -> dict:
         **({"variant": report.variant} if report.variant else {}),  # only for a candidate's variant (--variant)
         "problems": [
             {
-                "id": p.id, "status": p.status, "score": p.score, "max_score": p.max_score,
+                "id": p.id, "status": p.status, "score": p.score, "max_score": p.max_score, "trouble": p.trouble,
                 "checks": [
                     {"id": c.id, "status": c.status, "score": c.score, "max_score": c.max_score,
                      "message": c.message, "mistake": c.mistake}

@@ -17,7 +17,11 @@ import struct
 
 MAX_FRAME = 256 << 20  # bytes: far above any honest result (outputs of a few thousand elements)
 MAX_TEXT = 4000  # characters of learner text kept per string
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# ANSI escape sequences (CSI, OSC with its string up to BEL or ST, other two-character ones), C0 and C1 controls
+# but newline and tab, and the invisible bidirectional overrides that reorder what a terminal or an editor shows
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|"
+                      r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_SPACES = re.compile(r"\s+")
 
 
 class Malformed(Exception):
@@ -30,6 +34,13 @@ def clean(text, limit: int = MAX_TEXT) -> str:
         raise Malformed(f"expected text, got {type(text).__name__}")
     text = _CONTROL.sub("", text)
     return text if len(text) <= limit else text[:limit] + f" ... ({len(text) - limit} more characters)"
+
+
+def one_line(text, limit: int = 300) -> str:
+    """Learner text (or anything holding some: a file name, an error line quoting one) for one line of a terminal
+    or a log: cleaned as `clean` does, and every run of white space (newlines, tabs, Unicode line separators)
+    made one space, so that it can neither start a line of its own nor hide in another; capped."""
+    return clean(_SPACES.sub(" ", _CONTROL.sub("", str(text))).strip(), limit)
 
 
 class FrameReader:

@@ -1,4 +1,9 @@
-"""A submission is a directory or a .zip of one; zips are unpacked safely into a temporary directory."""
+"""A submission is a directory or a .zip of one; zips are unpacked safely into a temporary directory.
+
+A zip is the submitter's data: every way it can be malformed (damaged, truncated, encrypted, an unknown compression,
+lying sizes, unsafe, duplicate, clashing or overlong names) ends as one BadInput line in the grader's own words,
+never an exception from zipfile; member and submission names are shown quoted, without control characters, bounded.
+"""
 from __future__ import annotations
 
 import stat
@@ -7,70 +12,170 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from ..errors import BadInput
+from .inbox import one_line
 from .. import problems  # problems.ORDER loads the specs (torch): only when a submission is opened
 
 MAX_UNPACKED = 50 << 20  # bytes
+MAX_ARCHIVE = MAX_UNPACKED + (4 << 20)  # bytes of the zip itself: more can only unpack to more than MAX_UNPACKED
 MAX_MEMBERS = 1000
+MAX_NAME = 255  # characters of a member's path; bytes of each of its parts (the file systems' own limit)
+
+
+def _methods() -> dict[int, str]:
+    """The compressions unpacked here: stored and deflate always, bzip2 and LZMA where Python has them."""
+    found = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
+    for method, module, name in ((zipfile.ZIP_BZIP2, "bz2", "bzip2"), (zipfile.ZIP_LZMA, "lzma", "LZMA")):
+        try:
+            __import__(module)
+        except ImportError:
+            continue
+        found[method] = name
+    return found
+
+
+def shown(name: str, limit: int = 80) -> str:
+    """A name from a submission (a member's, the submission's own), fit for one line of any report: quoted as
+    Python's repr quotes it (control and invisible characters escaped), cleaned, bounded."""
+    text = repr(name)
+    return one_line(text if len(text) <= limit else text[:limit] + "...'", limit + 40)
 
 
 def open_submission(path, label: str = "--impl") -> tuple[Path, tempfile.TemporaryDirectory | None]:
     """(the directory to grade, a temporary directory to clean up or None). An explicit --impl
     directory must hold the files itself; a zip, or an uploaded folder (batch, Gradescope), may
-    hold them a folder or two down."""
+    hold them a folder or two down. `label`: "--impl" (messages then name the path), or how messages name the
+    submission (the caller's own words, or a name already made safe with `shown`)."""
     p = Path(path).expanduser()
-    if p.is_file() and p.suffix.lower() == ".zip":
+    flag = label.startswith("--")
+    where = f"{label} {one_line(str(path), 200)}" if flag else label
+    try:
+        is_file = p.is_file()
+        is_dir = not is_file and p.is_dir()
+    except OSError as exc:
+        raise BadInput(f"{where}: cannot be read ({exc.strerror})") from None
+    if is_file and p.suffix.lower() == ".zip":
         tmp = tempfile.TemporaryDirectory(prefix="attnkit-zip-")
         try:
-            return _unzip(p, Path(tmp.name), f"{label} {path}" if label.startswith("--") else label), tmp
-        except BadInput:
+            return _unzip(p, Path(tmp.name), where), tmp
+        except BaseException:
             tmp.cleanup()
             raise
-    if p.is_file():
-        raise BadInput(f"{label} {path}: not a directory or a .zip" if label.startswith("--") else
-                       f"{label}: not a directory or a .zip")
-    try:
-        return impl_dir(p), None
-    except BadInput as exc:
-        if p.is_dir() and not label.startswith("--"):  # an upload: the files may sit a folder or two down
-            try:
-                return _find_root(p, p, label), None
-            except BadInput:
-                pass
-        raise BadInput(str(exc).replace("--impl", label, 1) if label.startswith("--") else
-                       f"{label}: {str(exc).split(': ', 1)[1]}") from None
+    if is_file:
+        raise BadInput(f"{where}: not a directory or a .zip")
+    if is_dir and not flag:  # an upload: the files may sit a folder or two down
+        return _find_root(p, p, where).resolve(), None
+    return _impl_dir(p, where), None
 
 
 def _unzip(archive: Path, dest: Path, label: str) -> Path:
     try:
+        size = archive.stat().st_size
+    except OSError as exc:
+        raise BadInput(f"{label}: cannot be read ({exc.strerror})") from None
+    if size > MAX_ARCHIVE:
+        raise BadInput(f"{label}: more than {MAX_UNPACKED >> 20} MB when unpacked (the zip alone is {size >> 20} MB)")
+    try:
         zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise BadInput(f"{label}: not a valid zip ({exc})") from None
+    except OSError as exc:
+        raise BadInput(f"{label}: cannot be read ({exc.strerror})") from None
+    except Exception:  # noqa: BLE001 - whatever zipfile raises on a damaged directory is the archive's fault
+        raise BadInput(f"{label}: not a valid zip (not a zip at all, truncated, or its directory is damaged)") from None
     with zf:
         members = zf.infolist()
         if len(members) > MAX_MEMBERS:
             raise BadInput(f"{label}: more than {MAX_MEMBERS} files")
         if sum(m.file_size for m in members) > MAX_UNPACKED:
             raise BadInput(f"{label}: more than {MAX_UNPACKED >> 20} MB when unpacked")
-        for m in members:
-            name = PurePosixPath(m.filename)
-            if name.is_absolute() or ".." in name.parts or "\\" in m.filename or ":" in m.filename:
-                raise BadInput(f"{label}: {m.filename!r} would land outside the submission")
-            if stat.S_ISLNK(m.external_attr >> 16):
-                raise BadInput(f"{label}: {m.filename!r} is a link; links are not accepted")
+        paths = [_check_member(m, label) for m in members]
+        _check_names(members, paths, label)
         written = 0
-        for m in members:  # sizes are re-counted while writing: the header may lie
-            target = dest / m.filename
+        for m, parts in zip(members, paths):  # sizes are re-counted while writing: the header may lie
+            target = dest.joinpath(*parts)
             if m.is_dir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(m) as src, open(target, "wb") as out:
-                while chunk := src.read(1 << 20):
-                    written += len(chunk)
-                    if written > MAX_UNPACKED:
-                        raise BadInput(f"{label}: more than {MAX_UNPACKED >> 20} MB when unpacked")
-                    out.write(chunk)
+            written += _extract(zf, m, target, MAX_UNPACKED - written, label)
     return _find_root(dest, archive, label)
+
+
+def _check_member(m: zipfile.ZipInfo, label: str) -> tuple[str, ...]:
+    """The member's path as parts, once it is known to be safe and unpackable; else one line saying why."""
+    name = m.filename
+    if len(name) > MAX_NAME or any(len(part.encode("utf-8", "surrogateescape")) > MAX_NAME for part in name.split("/")):
+        raise BadInput(f"{label}: the name {shown(name, 60)} is longer than {MAX_NAME} characters")
+    if any(ord(c) < 32 or 0x7f <= ord(c) < 0xa0 for c in name):
+        raise BadInput(f"{label}: the name {shown(name)} holds control characters")
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or "\\" in name or ":" in name:
+        raise BadInput(f"{label}: {shown(name)} would land outside the submission")
+    if not path.parts and not m.is_dir():
+        raise BadInput(f"{label}: a file without a name")
+    if stat.S_ISLNK(m.external_attr >> 16):
+        raise BadInput(f"{label}: {shown(name)} is a link; links are not accepted")
+    if m.flag_bits & 0x1:
+        raise BadInput(f"{label}: {shown(name)} is encrypted; zip the files again without a password")
+    methods = _methods()
+    if m.compress_type not in methods:
+        raise BadInput(f"{label}: {shown(name)} is compressed with a method this grader does not unpack "
+                       f"(number {m.compress_type}); zip the files again with the usual one (deflate)")
+    return path.parts
+
+
+def _check_names(members: list, paths: list[tuple[str, ...]], label: str) -> None:
+    """No two members land on the same path (also where only the case differs: some file systems ignore it), and
+    no file has the path of a folder."""
+    seen: dict[str, bool] = {}
+    for m, parts in zip(members, paths):
+        if not parts:
+            continue
+        key = "/".join(parts).casefold()
+        if key in seen and seen[key] != m.is_dir():
+            raise BadInput(f"{label}: {shown('/'.join(parts))} is both a file and a folder")
+        if key in seen and not m.is_dir():  # a folder listed twice is harmless
+            raise BadInput(f"{label}: {shown('/'.join(parts))} is in it twice")
+        seen[key] = m.is_dir()
+    folders = {"/".join(parts[:i]).casefold() for parts in paths for i in range(1, len(parts))}
+    folders |= {"/".join(parts).casefold() for m, parts in zip(members, paths) if m.is_dir() and parts}
+    for m, parts in zip(members, paths):
+        if parts and not m.is_dir() and "/".join(parts).casefold() in folders:
+            raise BadInput(f"{label}: {shown('/'.join(parts))} is both a file and a folder")
+
+
+def _extract(zf: zipfile.ZipFile, m: zipfile.ZipInfo, target: Path, room: int, label: str) -> int:
+    """Write one member; the bytes written. Any fault of the data (a bad checksum, a truncated or undecodable
+    stream, a size that differs from the header's) is the archive's: one line."""
+    name = shown(m.filename)
+    count = 0
+    try:
+        out = open(target, "wb")
+    except OSError as exc:
+        raise BadInput(f"{label}: {name} cannot be unpacked here ({exc.strerror})") from None
+    with out:
+        try:
+            src = zf.open(m)
+        except Exception:  # noqa: BLE001 - a damaged local header, an unsupported feature: the archive's fault
+            raise BadInput(f"{label}: {name} cannot be unpacked (its header is damaged or uses an unsupported "
+                           "feature)") from None
+        with src:
+            while True:
+                try:
+                    chunk = src.read(1 << 20)
+                except Exception:  # noqa: BLE001 - zipfile, zlib, bz2 and lzma each raise their own
+                    raise BadInput(f"{label}: {name} is damaged (its data does not decompress to what its header "
+                                   "says: a bad checksum, a truncated or corrupt stream)") from None
+                if not chunk:
+                    break
+                count += len(chunk)
+                if count > room:
+                    raise BadInput(f"{label}: more than {MAX_UNPACKED >> 20} MB when unpacked")
+                try:
+                    out.write(chunk)
+                except OSError as exc:
+                    raise BadInput(f"{label}: {name} cannot be unpacked here ({exc.strerror})") from None
+    if count != m.file_size:
+        raise BadInput(f"{label}: {name} is damaged (its header says {m.file_size} bytes, its data holds {count})")
+    return count
 
 
 def _find_root(dest: Path, archive: Path, label: str) -> Path:
@@ -83,11 +188,18 @@ def _find_root(dest: Path, archive: Path, label: str) -> Path:
 
 
 def impl_dir(path) -> Path:
-    p = Path(path).expanduser()
-    if not p.exists():
-        raise BadInput(f"--impl {path}: no such file or directory")
-    if not p.is_dir():
-        raise BadInput(f"--impl {path}: not a directory")
-    if not any((p / f"{pid}.py").is_file() for pid in problems.ORDER):
-        raise BadInput(f"--impl {path}: none of the problem files is there ({', '.join(f'{pid}.py' for pid in problems.ORDER)})")
+    return _impl_dir(Path(path).expanduser(), f"--impl {one_line(str(path), 200)}")
+
+
+def _impl_dir(p: Path, where: str) -> Path:
+    try:
+        if not p.exists():
+            raise BadInput(f"{where}: no such file or directory")
+        if not p.is_dir():
+            raise BadInput(f"{where}: not a directory")
+        if not any((p / f"{pid}.py").is_file() for pid in problems.ORDER):
+            raise BadInput(f"{where}: none of the problem files is there "
+                           f"({', '.join(f'{pid}.py' for pid in problems.ORDER)})")
+    except OSError as exc:
+        raise BadInput(f"{where}: cannot be read ({exc.strerror})") from None
     return p.resolve()
