@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from .judge.checks import CHECKS, validate_checks
-from .results import CheckResult, ProblemResult, Report
+from .results import CheckResult, ProblemResult, Report, Trouble
 from .judge.context import Context, Failed, GraderError, valid_mask
 from .judge.expected import Helper, plan
 from .run.cgroup import reason
@@ -197,30 +197,20 @@ def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict) 
                          trouble=_trouble(worker, bool(not_started), checks))
 
 
-WORKER_ENDS = (  # run/handle.py's own first words for why it stopped a worker (Worker._stop), and what each means
-    ("timed out after ", "timeout"),
-    ("the worker sent something that is not a result", "hostile"),
-    ("the worker process ", "crash"),  # crashed with SIG..., was killed by signal, exited with status
-)
-
-
 def _trouble(worker, not_started: bool, checks) -> str | None:
-    """The problem's trouble (results.TROUBLES), decided here, where the grader holds its worker: from the worker's
-    state, never from a check's message (which quotes the learner's words). `worker.failure` is written only by the
-    grader (run/handle.py's Worker._stop), always starting with the grader's own words: learner text (a log's tail, a
-    malformed message's description) can only follow them, so its start tells which of the grader's stops it was."""
+    """The problem's trouble (results.Trouble), decided here from the worker's state as the grader saw it
+    (`worker.end`, set by run/handle.py where it stopped the worker), never from a message."""
     if worker.failure is not None and worker.fault:  # it stopped before its hello: no learner code had run
-        return "error"
-    end = None if worker.failure is None else \
-        next((kind for start, kind in WORKER_ENDS if worker.failure.startswith(start)), "crash")
-    if end == "hostile":
-        return end
+        return Trouble.ERROR.value
+    end = worker.end
+    if end is Trouble.HOSTILE:
+        return end.value
     if not_started:  # a worker that reported a failed import exits on its own: no crash of its
-        return "not_started"
+        return Trouble.NOT_STARTED.value
     if end is not None and any(c.status in ("failed", "error") for c in checks):  # the end cost the learner a result
-        return end
+        return end.value
     if any(c.status == "error" for c in checks):
-        return "error"
+        return Trouble.ERROR.value
     return None
 
 

@@ -1,6 +1,7 @@
 """What a grading run produces, per check, per problem and in all: leaf types every layer may use."""
 from __future__ import annotations
 
+from enum import Enum
 from dataclasses import asdict, dataclass, field
 
 
@@ -26,6 +27,17 @@ class ProblemResult:
     max_score: float
     checks: list[CheckResult] = field(default_factory=list)
     trouble: str | None = None  # one of TROUBLES, set by the grader where it knows it (grading.py); never from a message
+
+
+class Trouble(str, Enum):
+    """How a problem's grading went wrong beyond its checks' verdicts (the report's `trouble`); set by the grader where
+    it sees it happen (run/handle.py stops a worker with one), never read from a message."""
+
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    HOSTILE = "hostile"
+    NOT_STARTED = "not_started"
+    ERROR = "error"
 
 
 TROUBLES = {  # what went wrong with a problem's grading, beyond its checks' verdicts: the report's `trouble`

@@ -14,6 +14,7 @@ from ..files import remove_tree
 from .sandbox import enter as enter_sandbox, kill_all, scratch_dir, worker_uid
 from .inbox import FrameReader, Malformed, clean, message
 from .wire import dumps
+from ..results import Trouble
 from .window import Measured, memory_groups
 from .worker import serve
 
@@ -34,6 +35,7 @@ class Worker(Measured):
         self.results: dict[str, dict] = {}
         self.pending: list[str] = []  # keys sent and not answered, in order
         self.failure: str | None = None  # why the worker stopped answering
+        self.end: Trouble | None = None  # how it stopped, as the grader saw it (never read from any message)
         self.fault = False  # it stopped before its hello: before any learner code ran, so never the learner's doing
         self.stop_sent = False
         self.sending = threading.Lock()
@@ -106,7 +108,7 @@ class Worker(Measured):
         try:
             frames = self.reader.read()
         except Malformed as exc:
-            self._stop(f"the worker sent something that is not a result ({exc})")
+            self._stop(f"the worker sent something that is not a result ({exc})", Trouble.HOSTILE)
             return
         except OSError:
             self._died()
@@ -115,7 +117,7 @@ class Worker(Measured):
             try:
                 self._take(message(frame))
             except Malformed as exc:
-                self._stop(f"the worker sent something that is not a result ({exc})")
+                self._stop(f"the worker sent something that is not a result ({exc})", Trouble.HOSTILE)
                 return
             if self.failure:
                 return
@@ -142,9 +144,10 @@ class Worker(Measured):
     def check_deadline(self, now: float) -> None:
         if self.busy and now > self.deadline:
             if self.hello is None:
-                self._stop(f"the worker did not start within {STARTUP:g} s{self._said()}")
+                self._stop(f"the worker did not start within {STARTUP:g} s{self._said()}", Trouble.ERROR)
             else:
-                self._stop(f"timed out after {self.timeout:g} s{self._where()} (an endless loop, or far too slow)")
+                self._stop(f"timed out after {self.timeout:g} s{self._where()} (an endless loop, or far too slow)",
+                           Trouble.TIMEOUT)
 
     def _said(self) -> str:
         said = getattr(self.proc, "said", lambda: "")()
@@ -154,7 +157,8 @@ class Worker(Measured):
         self.proc.join(5)
         code = self.proc.exitcode
         if self.hello is None:
-            self._stop(f"the worker process ended before it started (status {code}){self._said()}{self._log_tail()}")
+            self._stop(f"the worker process ended before it started (status {code}){self._said()}{self._log_tail()}",
+                       Trouble.ERROR)
             return
         if code is not None and code < 0:
             try:
@@ -163,15 +167,15 @@ class Worker(Measured):
                 why = f"was killed by signal {-code}"
         else:
             why = f"exited with status {code} (sys.exit or os._exit in the learner's code?)"
-        self._stop(f"the worker process {why}{self._where()}{self._log_tail()}")
+        self._stop(f"the worker process {why}{self._where()}{self._log_tail()}", Trouble.CRASH)
 
     def _where(self) -> str:
         if not self.got_loaded:
             return " while importing the module"
         return f" while running call {self.pending[0]}" if self.pending else ""
 
-    def _stop(self, why: str) -> None:
-        self.failure, self.fault = why, self.hello is None
+    def _stop(self, why: str, end: "Trouble") -> None:
+        self.failure, self.fault, self.end = why, self.hello is None, end
         self.close()
 
     def _log_tail(self, limit: int = 600) -> str:
