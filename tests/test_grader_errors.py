@@ -12,6 +12,7 @@ import sys
 import torch
 
 from conftest import SOLUTIONS, make_impl
+from attnkit.results import Trouble
 from attnkit.judge import checks
 from attnkit.run import harness
 from attnkit.judge.compare import Tol, mismatch
@@ -62,7 +63,7 @@ def test_a_check_that_crashes_after_the_learners_code_ran_fails_and_keeps_the_ma
 def never_started(pool):
     """Pool.wait_hello, where no worker ever says hello: the grader's own failure, before any learner code ran."""
     for w in pool.workers.values():
-        w._stop("the worker did not start (injected)")
+        w._stop("the worker did not start (injected)", Trouble.ERROR)
 
 
 def full_maximum(pid, report) -> float:
