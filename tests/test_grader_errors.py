@@ -100,9 +100,9 @@ def test_grader_errors_give_exit_code_3(tmp_path):
     """`attnkit grade` ends 3 when the grader failed on a check (here: workers that never start, through a plugin)."""
     plugin = tmp_path / "break_workers.py"
     plugin.write_text(
-        "from attnkit.run.pool import Pool\n"
+        "from attnkit.run.pool import Pool\nfrom attnkit.results import Trouble\n"
         "def _never_started(pool):\n"
-        "    for w in pool.workers.values():\n        w._stop('the worker did not start (injected)')\n"
+        "    for w in pool.workers.values():\n        w._stop('the worker did not start (injected)', Trouble.ERROR)\n"
         "Pool.wait_hello = _never_started\n")
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
     code = ("import sys, break_workers\nfrom attnkit.fronts.cli import main\n"
