@@ -12,10 +12,11 @@ from pathlib import Path
 import torch
 
 from .judge.checks import CHECKS, validate_checks
-from .results import CheckResult, ProblemResult, Report, Trouble
-from .judge.context import Context, Failed, GraderError, valid_mask
+from .results import CheckResult, ProblemResult, Report, Trouble, Use
+from .judge.context import GRADER_GROUPS, Context, Failed, GraderError, valid_mask
 from .judge.expected import Helper, plan
 from .run.cgroup import reason
+from .judge.static_scan import refused, scan_problem
 from .run.jail import decide
 from .run.pool import Pool
 from .problems import all_problems, get
@@ -43,6 +44,7 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
     problems = _with_prerequisites(chosen)  # graded too, so that a failure is blamed on them only when they fail
     for p in problems:
         validate_checks(p)
+    scans = {p.id: _scan(impl, p) for p in problems}  # the sources, read here (never imported) before any of it runs
     helper = Helper(problems, seed)  # the expected values, computed side by side from here on
     try:
         with ThreadPoolExecutor(1) as starter:  # the workers are forked while the calls are planned
@@ -64,7 +66,7 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
                     pool.workers[p.id].submit(_calls({k: c for k, c in plans[p.id].items()
                                                       if k not in plan(p, seed, False)}))
             probes = _start_probes(impl, problems, plans, limits, timeout, jailed)
-            statuses = _judge_as_answered(problems, plans, pool, helper, probes, cuda)
+            statuses = _judge_as_answered(problems, plans, pool, helper, probes, cuda, scans)
         finally:
             pool.close()
     finally:
@@ -79,8 +81,11 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
     )
 
 
+"""Groups the grader answers itself (a fresh interpreter's imports, the source read): never sent to a worker."""
+
+
 def _calls(plan: dict) -> list[dict]:
-    return [c.call for c in plan.values() if c.group != "imports"]
+    return [c.call for c in plan.values() if c.group not in GRADER_GROUPS]
 
 
 def _weight(plan: dict) -> tuple:
@@ -88,7 +93,7 @@ def _weight(plan: dict) -> tuple:
     return any(c.call.get("measure") for c in plan.values()), len(plan)
 
 
-def _judge_as_answered(problems, plans, pool, helper, probes, cuda: bool) -> dict:
+def _judge_as_answered(problems, plans, pool, helper, probes, cuda: bool, scans: dict) -> dict:
     """Judge each problem once its worker has answered everything and its expected values are in, its
     prerequisites judged first (their statuses decide whether their mistakes may be named here), while the other
     workers still run. Each judged worker is told to exit."""
@@ -113,8 +118,17 @@ def _judge_as_answered(problems, plans, pool, helper, probes, cuda: bool) -> dic
         for (pid, key), future in probes.items():
             if pid == p.id:
                 pool.workers[pid].results[key] = future.result()
-        statuses[p.id] = _judge(p, plans[p.id], pool.workers[p.id], refs, cuda, helper.seed, statuses)
+        statuses[p.id] = _judge(p, plans[p.id], pool.workers[p.id], refs, cuda, helper.seed, statuses, scans[p.id])
     return statuses
+
+
+def _scan(impl, problem):
+    """The findings of the problem's source (judge/static_scan.py), or the grader's own failure as text: a bug of the
+    reading is the grader's, never the learner's."""
+    try:
+        return scan_problem(impl, problem)
+    except Exception:  # noqa: BLE001 - reported as a grader error of the capabilities check
+        return traceback.format_exc().strip()
 
 
 def _with_prerequisites(chosen) -> list:
@@ -142,7 +156,7 @@ def _start_probes(impl, problems, plans, limits, timeout, jailed) -> dict:
 def _not_started(problem, worker) -> str | None:
     if worker.loaded:
         return worker.loaded
-    results = [r for k, r in worker.results.items() if not k.startswith("imports/")]
+    results = [r for k, r in worker.results.items() if k.split("/")[0] not in GRADER_GROUPS]
     if results and all(not r["ok"] and r["error"]["type"] == "NotImplementedError" for r in results):
         return f"{problem.id}.py raises NotImplementedError: still a stub, fill it in"
     return None
@@ -167,8 +181,14 @@ def _inputs_changed(cases, results) -> None:
         res["changed"] = changed
 
 
-def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict) -> ProblemResult:
+def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict, findings=()) -> ProblemResult:
     _inputs_changed(cases, worker.results)
+    failed = isinstance(findings, str)  # the reading failed: its text
+    for key, case in cases.items():
+        if case.group == "source":
+            worker.results[key] = ({"ok": False, "grader_error": True, "error": {"text": f"reading the source: {findings}"}}
+                                   if failed else {"ok": True, "findings": list(findings)})
+    findings = () if failed else findings
     failing_deps = tuple(r for r in problem.requires if getattr(statuses.get(r), "status", None) in ("failed", "not_started"))
     ctx = Context(problem, cases, worker.results, refs, worker.failure, seed, failing_deps, worker.fault)
     not_started = _not_started(problem, worker)
@@ -185,7 +205,7 @@ def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict) 
             checks.append(CheckResult(cid, check.title, "failed", 0, points, f"not started: {not_started}"))
         else:
             checks.append(_run_check(check, ctx, points, learner_ran))
-    failing = [c for c in checks if c.status == "failed"] if not not_started else []
+    failing = [c for c in checks if c.status == "failed" and CHECKS[c.id].diagnose] if not not_started else []
     if failing:
         _name_mistakes(problem, ctx, failing)
     ran = [c for c in checks if c.status not in ("skipped", "error")]
@@ -193,7 +213,8 @@ def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict) 
     status = "not_started" if not_started else "passed" if all(c.status == "passed" for c in ran) else "failed"
     if status == "passed" and any(c.status == "error" for c in checks):
         status = "failed"  # nothing the learner did is wrong, but the problem was not fully graded
-    return ProblemResult(problem.id, problem.title, status, score, max_score, checks,
+    uses = [Use(f.capability.value, f.file, f.line, f.what, refused(problem, f)) for f in findings]
+    return ProblemResult(problem.id, problem.title, status, score, max_score, checks, uses,
                          trouble=_trouble(worker, bool(not_started), checks))
 
 

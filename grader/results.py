@@ -19,6 +19,17 @@ class CheckResult:
 
 
 @dataclass
+class Use:
+    """What the submission's source refers to that the grader enforces the contract against (judge/static_scan.py),
+    read without running it: listed for the interviewer; `refused` where this problem's contract refuses it."""
+    capability: str  # a judge.static_scan.Capability value
+    file: str  # the module, e.g. "flash_attention.py" (a sibling it imports, too)
+    line: int
+    what: str  # the grader's own words, never the learner's text
+    refused: bool = False
+
+
+@dataclass
 class ProblemResult:
     id: str
     title: str
@@ -26,6 +37,7 @@ class ProblemResult:
     score: float
     max_score: float
     checks: list[CheckResult] = field(default_factory=list)
+    uses: list[Use] = field(default_factory=list)
     trouble: str | None = None  # one of TROUBLES, set by the grader where it knows it (grading.py); never from a message
 
 

@@ -31,7 +31,9 @@ def test_banned_calls_fail_the_problem_naming_the_call(tmp_path, pid, call, name
     assert result.status == "failed"
     failing = [c for c in result.checks if c.status == "failed"]
     assert len(failing) >= len([c for c in result.checks if c.status != "skipped"]) - 1  # all but parameters
-    assert all("BannedCall" in c.message and named in c.message for c in failing)
+    assert all("BannedCall" in c.message and named in c.message for c in failing if c.id != "capabilities")
+    source_read = next(c for c in result.checks if c.id == "capabilities")  # the name read in the source, too
+    assert source_read.status == "failed" and "which this problem's contract bans" in source_read.message
 
 
 def test_a_module_built_on_nn_multiheadattention_is_caught(tmp_path):
@@ -114,10 +116,12 @@ def test_no_path_reaches_a_banned_operator(tmp_path, call, guard):
     body = f"return {call}, weights" if not guard else f"with {guard}:\n        out = {call}\n    return out, weights"
     source = (SOLUTIONS / f"{SDPA}.py").read_text().replace("return weights @ values, weights", body)
     result = grade(make_impl(tmp_path, {f"{SDPA}.py": source}), [SDPA]).problems[0]
-    failing = [c for c in result.checks if c.status == "failed"]
+    failing = [c for c in result.checks if c.status == "failed" and c.id != "capabilities"]
     assert result.status == "failed" and failing
     assert all("BannedCall" in c.message and "scaled_dot_product_attention" in c.message for c in failing), \
         [c.message for c in failing]
+    # and the source says so before anything runs: a banned name, a private binding, a mode switched off
+    assert next(c for c in result.checks if c.id == "capabilities").status == "failed"
 
 
 def test_nn_multiheadattention_with_modes_switched_off_is_caught(tmp_path):
@@ -128,8 +132,9 @@ def test_nn_multiheadattention_with_modes_switched_off_is_caught(tmp_path):
         "            inner(queries, keys, values)\n"
         "        context = self.dropout(weights) @ v")
     result = grade(make_impl(tmp_path, {f"{MHA}.py": source}), [MHA]).problems[0]
-    messages = [c.message for c in result.checks if c.status == "failed" and c.id != "parameters"]
+    messages = [c.message for c in result.checks if c.status == "failed" and c.id not in ("parameters", "capabilities")]
     assert messages and all("BannedCall" in m and "multi_head_attention_forward" in m for m in messages)
+    assert next(c for c in result.checks if c.id == "capabilities").status == "failed"
 
 
 def test_an_allocation_hidden_from_the_dispatch_mode_is_still_caught(tmp_path):
@@ -163,4 +168,7 @@ def test_a_switched_off_measurement_fails_the_memory_check(tmp_path):
     result = grade(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
     memory = next(c for c in result.checks if c.id == "memory")
     assert memory.status == "failed" and "saw no operator" in memory.message, memory.message
-    assert all(c.status == "passed" for c in result.checks if c.id not in ("memory",) and c.status != "skipped")
+    capabilities = next(c for c in result.checks if c.id == "capabilities")  # the source read says so too
+    assert capabilities.status == "failed" and "torch modes" in capabilities.message, capabilities.message
+    assert all(c.status == "passed" for c in result.checks if c.id not in ("memory", "capabilities")
+               and c.status != "skipped")

@@ -31,6 +31,11 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 an integer or boolean output (every Out role is values, weights, cache, lse or gradient)."""
 
 
+GRADER_GROUPS = ("imports", "source")
+"""Groups of calls the grader runs itself (a fresh-interpreter import, a reading of the source): no worker answers
+them, and their results carry no outputs."""
+
+
 def decode(problem, cases, results: dict) -> dict:
     """The worker's results as the judges may read them: each output and gradient a dense CPU (or CUDA) tensor of a
     dtype in FLOAT_DTYPES, as many runs and outputs as the call gives. A result that breaks this becomes the
@@ -58,7 +63,7 @@ def _refused(problem, case, res) -> str | None:
     want = call.get("dtype") if call.get("dtype") in _NAMES else None
     runs = res.get("outputs")
     if runs is None:
-        return None if call.get("construct") or case.group == "imports" else "nothing came back"
+        return None if call.get("construct") or case.group in GRADER_GROUPS else "nothing came back"
     n_out, repeat = call.get("n_out", len(problem.outputs)), call.get("repeat", 1)
     if not isinstance(runs, list) or len(runs) != repeat or not all(isinstance(r, list) for r in runs) \
             or not isinstance(res.get("devices", []), list):

@@ -18,6 +18,7 @@ class Check:
     judge: Callable  # (Context) -> None, raising Failed
     needs_cuda: bool = False
     needs: Callable = field(default=lambda problem: None)  # problem -> what it lacks for this check (None: nothing)
+    diagnose: bool = True  # False: a verdict on the source, not on results; no catalogued mistake is looked for
 
 
 CHECKS: dict[str, Check] = {}

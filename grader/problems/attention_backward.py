@@ -137,7 +137,7 @@ PROBLEM = Problem(
     summary="The backward pass of attention by hand: dQ, dK, dV, causal or not, with no automatic differentiation.",
     symbol="attention_backward",
     points={"shapes": 1, "parity_float64": 3, "parity_float32": 1, "oracle": 3, "stability": 1, "side_effects": 1,
-            "cuda": 1, "cuda_half": 1},
+            "capabilities": 1, "cuda": 1, "cuda_half": 1},
     hints=(
         "Recompute the forward first: P = softmax(q k^T / sqrt(d)) (with the bottom-right causal mask when asked), "
         "O = P V. Then walk back through each step.",

@@ -191,7 +191,7 @@ PROBLEM = Problem(
     summary="A LLaMA-style decoder's attention: RoPE, grouped-query heads, a KV cache; decoding in steps equals one call.",
     symbol="CausalSelfAttention",
     points={"parameters": 1, "shapes": 1, "parity_float64": 3, "parity_float32": 1, "kv_cache": 3, "gradients": 2,
-            "stability": 1, "side_effects": 1, "cuda": 1, "cuda_half": 1},
+            "stability": 1, "side_effects": 1, "capabilities": 1, "cuda": 1, "cuda_half": 1},
     hints=(
         "New tokens sit at positions P..P+T-1, P the cache length (0 without a cache). Rotate q and k with apply_rope "
         "(interleaved=False), then append the new k and v to the cache and return it; never modify the given cache.",

@@ -166,7 +166,8 @@ PROBLEM = Problem(
     summary="Additive attention computed in chunks: no tensor above max(max_elements, S) elements.",
     symbol="chunked_additive_attention",
     points={"value_errors": 1, "shapes": 1, "weight_sums": 1, "parity_float64": 3, "parity_float32": 1,
-            "gradients": 2, "masking": 2, "stability": 1, "side_effects": 1, "memory": 3, "cuda": 1, "cuda_half": 1},
+            "gradients": 2, "masking": 2, "stability": 1, "side_effects": 1, "memory": 3,
+            "capabilities": 1, "cuda": 1, "cuda_half": 1},
     hints=(
         "The big tensor is tanh(W_q q_i + W_k k_j) for every (b, i, j): B*Tq*Tk*h elements. Project once (W_q "
         "queries is only (B, Tq, h)), then build the features for a chunk of (b, i, j) triples at a time.",

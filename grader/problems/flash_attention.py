@@ -198,7 +198,8 @@ PROBLEM = Problem(
     summary="Attention in tiles with an online softmax, returning (output, lse); causal aligned to the bottom right.",
     symbol="flash_attention",
     points={"shapes": 1, "parity_float64": 3, "parity_float32": 1, "oracle": 2, "block_invariance": 2, "gradients": 1,
-            "stability": 1, "side_effects": 1, "memory": 2, "value_errors": 1, "cuda": 1, "cuda_half": 1},
+            "stability": 1, "side_effects": 1, "memory": 2, "value_errors": 1,
+            "capabilities": 1, "cuda": 1, "cuda_half": 1},
     hints=(
         "Loop over query blocks of block_q rows and, for each, over key blocks of block_k keys. Keep per row a "
         "running max m, a running sum l of exponentials and an accumulator acc.",

@@ -162,7 +162,8 @@ PROBLEM = Problem(
     summary="Hq query heads share Hkv key/value heads (MQA and MHA at the extremes), without copying K/V per head.",
     symbol="grouped_query_attention",
     points={"shapes": 1, "weight_sums": 2, "parity_float64": 3, "parity_float32": 1, "oracle": 2, "gradients": 2,
-            "masking": 2, "stability": 1, "side_effects": 1, "memory": 2, "value_errors": 1, "cuda": 1, "cuda_half": 1},
+            "masking": 2, "stability": 1, "side_effects": 1, "memory": 2, "value_errors": 1,
+            "capabilities": 1, "cuda": 1, "cuda_half": 1},
     hints=(
         "G = Hq // Hkv; query head n uses key/value head n // G (consecutive groups). Hq not divisible by Hkv "
         "raises ValueError.",

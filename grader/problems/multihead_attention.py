@@ -185,7 +185,8 @@ PROBLEM = Problem(
     summary="Project q, k, v; scaled dot-product attention per head with a boolean mask; concatenate; W_o.",
     symbol="MultiHeadAttention",
     points={"parameters": 2, "shapes": 1, "weight_sums": 2, "parity_float64": 3, "parity_float32": 1, "oracle": 2,
-            "gradients": 2, "masking": 2, "stability": 1, "side_effects": 1, "dropout": 1, "cuda": 1, "cuda_half": 1},
+            "gradients": 2, "masking": 2, "stability": 1, "side_effects": 1, "dropout": 1,
+            "capabilities": 1, "cuda": 1, "cuda_half": 1},
     hints=(
         "Project first, then split heads: W_q(queries) is (B, Tq, E); view it as (B, Tq, H, d) and transpose to "
         "(B, H, Tq, d), d = E // H. Head n owns features n*d:(n+1)*d.",

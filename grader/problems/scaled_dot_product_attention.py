@@ -117,7 +117,7 @@ PROBLEM = Problem(
     summary="softmax(q k^T / sqrt(d)) with a boolean mask (True = attend) over any leading dims.",
     symbol="scaled_dot_product_attention",
     points={"shapes": 1, "weight_sums": 2, "parity_float64": 3, "parity_float32": 1, "oracle": 2, "gradients": 2,
-            "masking": 2, "stability": 1, "side_effects": 1, "cuda": 1, "cuda_half": 1},
+            "masking": 2, "stability": 1, "side_effects": 1, "capabilities": 1, "cuda": 1, "cuda_half": 1},
     hints=(
         "Work on the last two dims only, so 2-D, 3-D and 4-D inputs all work: keys.transpose(-2, -1) and @ "
         "broadcast over any leading dims. d is the queries' feature size.",

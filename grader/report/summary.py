@@ -30,8 +30,16 @@ def table(report: Report, width: int = 88, colour: bool = False, checks: bool | 
             pts = "-" if c.status == "skipped" else _pts(c.score, c.max_score)
             title = f"{c.title[: width - 35]:<{width - 33}}"
             lines.append(f"  {paint(MARK[c.status], c.status, colour)}  {c.id:<16} {title}{pts:>8}")
+        if checks is True or (checks == "started" and p.status != "not_started"):
+            lines += uses_lines(p)
     lines += [rule, f"{'total':<{width - 8}}{_pts(report.score, report.max_score):>8}"]
     return "\n".join(lines)
+
+
+def uses_lines(problem) -> list[str]:
+    """What the source uses that the grader reads it for (results.Use), one line each: "uses (file line N): X"."""
+    return [f"  {'USES' if u.refused else 'uses'}  ({u.file} line {u.line}): {u.what}"
+            + ("; refused here" if u.refused else "") for u in problem.uses]
 
 
 def progress(report: Report, colour: bool = False) -> str:
@@ -72,6 +80,8 @@ def to_json(report: Report) -> dict:
                      "message": c.message, "mistake": c.mistake}
                     for c in p.checks
                 ],
+                "uses": [{"capability": u.capability, "file": u.file, "line": u.line, "what": u.what,
+                          "refused": u.refused} for u in p.uses],
             }
             for p in report.problems
         ],

@@ -1,0 +1,36 @@
+"""Check capabilities: the source uses nothing the problem's contract refuses (judge/static_scan.py), where the
+contract is enforced inside the worker by torch's modes (banned calls, a memory bound, autograd refused), which code
+of the learner's could switch off. The grader reads the source (never runs it for this check); every finding is
+listed in the reports either way, this check fails on those the contract refuses."""
+from __future__ import annotations
+
+from ..context import Failed
+from ..registry import Check, register
+from ..static_scan import enforced, refused
+from ...draw.scenarios import Case
+
+MAX_SHOWN = 8
+
+
+def group_source(problem, seed):
+    """One reading of the submission's source, by the grader itself (grading.py), not by a worker."""
+    return [Case("source/scan", "source", {}, {}, {"args": []}, reference=False)]
+
+
+def check_capabilities(ctx):
+    for case in ctx.of("source"):
+        bad = [f for f in ctx.result(case)["findings"] if refused(ctx.problem, f)]
+        if bad:
+            lines = [f"  {f.describe()}" for f in bad[:MAX_SHOWN]]
+            more = [f"  ... and {len(bad) - MAX_SHOWN} more"] if len(bad) > MAX_SHOWN else []
+            raise Failed(
+                "the source uses what this problem's contract does not allow:\n" + "\n".join(lines + more) + "\n"
+                f"This problem's contract ({'; '.join(enforced(ctx.problem))}) is enforced while your code runs; code "
+                "that could switch that enforcement off, hide work from it, or that the grader cannot read is not "
+                "allowed here (the grader reads your source for this check, without running it). Remove these uses.")
+
+
+register(Check("capabilities", "uses only what the contract allows (source read)", {"source": group_source},
+               check_capabilities, diagnose=False,
+               needs=lambda p: None if enforced(p) else "a contract the worker enforces (banned calls, a memory bound, "
+               "or gradients by hand)"))
