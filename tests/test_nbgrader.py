@@ -19,9 +19,9 @@ from attnkit.diagnose.mistakes import wrong_source
 from attnkit.integrations.notebooks import cell_source
 from attnkit.problems import all_problems, get
 
-pytestmark = needs_bwrap  # nbgrader's attnkit step grades students' code, which needs bubblewrap
-
-pytestmark = pytest.mark.slow  # real nbgrader on a real course: about a minute (`pytest tests -m slow`)
+# nbgrader's attnkit step grades students' code, which needs bubblewrap; real nbgrader on a real course takes
+# minutes (`pytest tests -m slow`)
+pytestmark = [needs_bwrap, pytest.mark.slow]
 
 PROBLEMS = all_problems()
 WRONG = ("masked_softmax", "fill_zero")  # carol's one wrong problem
@@ -32,13 +32,16 @@ ALICE = PARTIAL + ("numpy_additive_attention", "flash_attention", "causal_self_a
 HIDDEN_CODE = ["def check_", "valid_mask(", "mismatch(", "_compare_all", "group_base", "as_reference("]
 
 
-def nbgrader(course: Path, *args):
+def nbgrader(course: Path, *args, check: bool = True, env: dict | None = None):
     """nbgrader as an instructor runs it: in the environment's bin/ (it calls `alembic` from PATH)."""
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env = dict(env or os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     r = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
                        timeout=900, env=env)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 0 or not check, r.stdout[-3000:] + r.stderr[-3000:]
     return r
+
+
+LOGS: dict = {}  # what the course's nbgrader commands printed
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +78,7 @@ def course(tmp_path_factory):
                            "_n.check = lambda *a, **k: None\n\n"
                            "def masked_softmax(scores, valid_lens=None):\n    return torch.zeros_like(scores)\n")
     nbformat.write(nb, cheat / "masked_softmax.ipynb")
-    nbgrader(root, "autograde", "attention")
+    LOGS["autograde"] = nbgrader(root, "autograde", "attention")
     nbgrader(root, "export")
     nbgrader(root, "generate_feedback", "attention")
     return root
@@ -100,6 +103,20 @@ def test_a_student_cell_cannot_grade_itself(course):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         score = gb.find_submission_notebook("masked_softmax", "attention", "mallory").score
     assert score < 2, score  # zeros_like can pass only the shape check
+
+
+def test_a_writable_install_is_warned_about(course):
+    """The autograde output says where attnkit's install is writable by the kernel's user (here nbgrader's own): in
+    these tests an editable install in a checkout that user owns, or root."""
+    from attnkit.integrations import integrity
+
+    log = LOGS["autograde"].stdout + LOGS["autograde"].stderr
+    found = integrity.writable(integrity.install_paths(integrity.Snapshot({}, integrity.roots())))
+    assert ("attnkit's install is writable by" in log) == bool(found), log[-3000:]
+    if found:
+        import pwd
+
+        assert f"attnkit: WARNING: attnkit's install is writable by {pwd.getpwuid(os.geteuid()).pw_name}," in log
 
 
 def test_release_has_no_solution_and_no_hidden_tests(course):
@@ -143,3 +160,79 @@ def test_feedback_shows_names_and_messages_but_no_hidden_code(course):
         text = page.read_text()
         for needle in HIDDEN_CODE:
             assert needle not in text, (page, needle)
+
+
+# What a student's cell appends to attnkit's grading module: every check passes.
+PASS_ALL = ("\n\ndef _run_check(check, ctx, points):\n"
+            "    return CheckResult(check.id, check.title, 'passed', points, points)\n")
+ZEROS = "import torch\n\ndef masked_softmax(scores, valid_lens=None):\n    return torch.zeros_like(scores)\n"
+# grading.py: attnkit's step used to import it only once it graded, after the student's cells had run
+REWRITE = ("import pathlib, attnkit\n"
+           "grading = pathlib.Path(attnkit.__file__).parent / 'grading.py'\n"
+           f"grading.write_text(grading.read_text() + {PASS_ALL!r})\n")
+PLANT_BYTECODE = ("import importlib.util, importlib._bootstrap_external as ext, pathlib, attnkit\n"
+                  "grading = pathlib.Path(attnkit.__file__).parent / 'grading.py'\n"
+                  "st = grading.stat()  # a cache whose header matches the untouched source: Python would trust it\n"
+                  f"code = compile(grading.read_text() + {PASS_ALL!r}, str(grading), 'exec')\n"
+                  "cached = pathlib.Path(importlib.util.cache_from_source(str(grading)))\n"
+                  "cached.parent.mkdir(exist_ok=True)\n"
+                  "cached.write_bytes(ext._code_to_timestamp_pyc(code, st.st_mtime, st.st_size))\n")
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    """A throwaway install of attnkit (a copy of the package, the reference solutions inside it as in a wheel),
+    first on PYTHONPATH for nbgrader and its kernels, writable like an editable install or a venv the grading user
+    owns. Two students' cells attack it from the kernel: eve plants a bytecode cache of grading.py whose checks all
+    pass, mallory rewrites grading.py itself; both hand in a masked_softmax returning zeros. The checkout is
+    never touched: only the copy is."""
+    base = tmp_path_factory.mktemp("attack")
+    site, root = base / "site", base / "course"
+    junk = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "grader", site / "attnkit", ignore=junk)
+    shutil.copytree(ROOT / "solutions", site / "attnkit" / "solutions", ignore=junk)
+    env = dict(os.environ, PYTHONPATH=str(site))
+    r = subprocess.run([sys.executable, "-m", "attnkit.fronts.cli", "course", "init", str(root)], cwd=base,
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    nbgrader(root, "generate_assignment", "attention", env=env)
+    for student, attack in (("eve", PLANT_BYTECODE), ("mallory", REWRITE)):
+        nb = nbformat.read(root / "source" / "attention" / "masked_softmax.ipynb", as_version=4)
+        at = next(i for i, c in enumerate(nb.cells) if c.source.startswith("# attnkit: masked_softmax "))
+        nb.cells[at].source = nb.cells[at].source.splitlines()[0] + "\n" + ZEROS
+        nb.cells.insert(at + 1, nbformat.v4.new_code_cell(attack))  # a cell of her own, run by the kernel only
+        (root / "submitted" / student / "attention").mkdir(parents=True)
+        nbformat.write(nb, root / "submitted" / student / "attention" / "masked_softmax.ipynb")
+    before = {p: p.read_bytes() for p in sorted((ROOT / "grader").rglob("*.py"))}
+    autograde = nbgrader(root, "autograde", "attention", check=False, env=env)
+    assert before == {p: p.read_bytes() for p in sorted((ROOT / "grader").rglob("*.py"))}, "the checkout changed"
+    assert PASS_ALL in (site / "attnkit" / "grading.py").read_text(), "mallory's cell did not run: no attack to test"
+    return root, site, autograde
+
+
+def test_a_student_cell_rewriting_the_installed_grader_is_refused(attacked, tmp_path):
+    """The grading module was rewritten on disk by mallory's cell, after nbgrader had started: attnkit's step graded
+    with the code it loaded before any student cell ran, saw the change, and refused her notebook with an
+    autograder error naming the file; her zeros get no points."""
+    root, site, autograde = attacked
+    log = autograde.stdout + autograde.stderr
+    assert autograde.returncode != 0, log[-3000:]
+    assert "changed since nbgrader started" in log, log[-3000:]
+    assert f"{site / 'attnkit' / 'grading.py'} (changed)" in log, log[-3000:]
+    assert "for student 'mallory'" in log and "for student 'eve'" not in log  # eve's notebook was graded
+    assert notebook_scores(root, "mallory", ["masked_softmax"]) == {"masked_softmax": 0}
+    assert not (root / "autograded" / "mallory" / "attention" / "masked_softmax.ipynb").exists()
+
+
+def test_a_planted_bytecode_cache_is_never_run(attacked, tmp_path):
+    """eve's cache of grading.py (a header matching the source, so Python would load it) is never read by attnkit's
+    step: her zeros get exactly what attnkit gives them, no check passes that zeros fail."""
+    root, site, autograde = attacked
+    cached = site / "attnkit" / "__pycache__" / f"grading.{sys.implementation.cache_tag}.pyc"
+    assert cached.is_file(), "eve's cell did not run: no attack to test"
+    report = grade(make_impl(tmp_path, {"masked_softmax.py": ZEROS}), ["masked_softmax"])
+    assert notebook_scores(root, "eve", ["masked_softmax"]) == {"masked_softmax": report.problems[0].score}
+    assert report.problems[0].score < cpu_points(get("masked_softmax"))
+    nb = nbformat.read(root / "autograded" / "eve" / "attention" / "masked_softmax.ipynb", as_version=4)
+    failed = [o for c in nb.cells for o in c.get("outputs", []) if o.get("evalue", "").startswith("attnkit check ")]
+    assert len(failed) == sum(c.status == "failed" for c in report.problems[0].checks) > 0

@@ -25,16 +25,22 @@ c.CourseDirectory.course_id = "attnkit"
 c.Execute.timeout = {CELL_TIMEOUT}
 # Submissions from students not yet in the gradebook are graded, not refused.
 c.Autograde.create_student = True
-# attnkit's check cells get their points from a grading outside the student's kernel (grader/integrations/nbgrade.py):
-# a student's cell can change anything in the kernel, so the kernel's own outputs of those cells are replaced.
-import os  # noqa: E402
+# attnkit's check cells get their points from a grading outside the student's kernel, by code loaded before any
+# student's cell runs (attnkit/integrations/nbgrade.py; docs/nbgrader.md in attnkit's repository): a student's
+# cell can change anything in the kernel, so the kernel's own outputs of those cells are replaced. attnkit is
+# imported here with bytecode caches off: its modules are compiled from their sources, never from a cache a
+# student's cell could have planted.
+import sys  # noqa: E402
 
-from nbgrader.converters.autograde import Autograde  # noqa: E402
-from attnkit.integrations.nbgrade import GradeOutsideKernel  # noqa: E402
-
-_steps = list(Autograde.class_traits()["autograde_preprocessors"].default())
-c.Autograde.autograde_preprocessors = _steps[:1] + [GradeOutsideKernel] + _steps[1:]  # right after Execute
-os.environ["ATTNKIT_OUTSIDE_KERNEL"] = "1"  # set only once the step is in: the kernel then skips its own grading
+_caches, sys.pycache_prefix = sys.pycache_prefix, "/dev/null/attnkit-no-bytecode"  # nothing is cached under a device
+try:
+    from attnkit.integrations.nbgrade import configure  # noqa: E402
+finally:
+    sys.pycache_prefix = _caches
+configure(c)
+# attnkit warns in the autograde output where its install is writable by the user the kernel runs as; once it is
+# read-only (docs/nbgrader.md), make that an error:
+# c.AttnkitStep.writable_install = "refuse"
 '''
 
 
