@@ -28,7 +28,7 @@ def _result(name, problems, troubles=None) -> dict:
     grader's own `trouble` field}."""
     ps = [ProblemResult(pid, pid, "passed" if all(c[1] for c in cs) else "failed", sum(c[1] for c in cs), len(cs),
                         [CheckResult(c, c, "passed" if ok else "failed", int(ok), 1, msg, mistake)
-                         for c, ok, mistake, msg in cs], (troubles or {}).get(pid)) for pid, cs in problems.items()]
+                         for c, ok, mistake, msg in cs], trouble=(troubles or {}).get(pid)) for pid, cs in problems.items()]
     report = Report(impl=name, seed=1, score=sum(p.score for p in ps), max_score=sum(p.max_score for p in ps),
                     devices={"cpu": True, "cuda": False}, problems=ps)
     return {**to_json(report), "submission": name}
