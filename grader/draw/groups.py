@@ -78,8 +78,9 @@ def group_memory(problem, seed):
         dims = backstop["dims"]  # exactly these dims, whatever the first variant's fit would make of them
         cfg, gen = {**problem.fit(dict(dims), problem.variants[0]), **dims}, generator(seed, problem.id, "backstop")
         call = base_call(problem, cfg, problem.variants[0], gen, make_mask(problem, "query", cfg, gen), dtype="float32")
-        # measured alone, in a window the grader opens and reads from outside the worker (run/cgroup.py)
-        call = dict(with_args(problem, call, backstop["args"]), measure=True, window=True)
+        # measured alone, in a window the grader opens and reads from outside the worker (run/cgroup.py); no dispatch
+        # mode (the small memory calls name the operation and shape), only the worker's own resident count as fallback
+        call = dict(with_args(problem, call, backstop["args"]), measure="resident", window=True)
         meta = {"allowed": backstop["allowed"](cfg, call["args"]), "resident_kb": backstop["resident_kb"],
                 "held_kb": backstop["held_kb"]}
         cases.append(Case("memory/backstop", "memory", problem.variants[0], cfg, call, lens=_kind(problem, "query"), meta=meta))

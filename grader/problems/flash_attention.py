@@ -119,8 +119,8 @@ BACKSTOP = {
     "held_kb": 96 * 1024,
 }
 """A float32 call whose full (Tq, Tk) scores take 128 MB, measured from outside the worker (run/cgroup.py); blocks of
-256 need well under 1 MB each. Growing by half the full scores, or holding three quarters of them when the call begins,
-means they were built, however the dispatch mode was avoided."""
+256 need 256 kB each. Growing by half the full scores, or holding three quarters of them when the call begins,
+means they were built, however the dispatch mode was avoided (16 x 32 block pairs: a tenth of a second)."""
 
 
 def _memory(cfg, args):

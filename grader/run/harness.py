@@ -11,7 +11,9 @@ both sides are driven identically. A call is a plain dict:
   device:    "cpu" or "cuda"; dtype: the float dtype's name (module parameters are cast to it); n_out: how many tensors the call returns (1 or 2)
   arrays:    "numpy": the function receives NumPy copies of the tensors and must return NumPy arrays
   banned:    names of torch functions the call may not reach (intercept.Banned)
-  measure:   True to record the largest tensor the forward allocates (result "peak")
+  measure:   True to record the largest tensor the forward allocates (result "peak"); "resident": only the process's
+             resident-memory growth (a call measured from outside by the grader, where the dispatch mode would only
+             slow it down)
   structure: None, or the outputs' nesting as group sizes ([1, 2]: output, (k, v)); outputs come back flat
   chain:     None, or {"sizes", "split", "dim", "carry", "carry_outputs"}: argument `split` is cut along `dim` into
              pieces of `sizes`, and the call runs once per piece, argument `carry` being the previous run's
@@ -65,7 +67,7 @@ def execute(call: dict, target) -> dict:
         args = [_prepare(a, device, want_grad, numpy) for a in call["args"]]
         before = [_copy(a) for a in args]
         _seed(device, call.get("seed", 0))
-    peak = Peak() if call.get("measure") else contextlib.nullcontext()
+    peak = Peak() if call.get("measure") is True else contextlib.nullcontext()
     resident = ResidentPeak() if call.get("measure") else contextlib.nullcontext()
     refusals = {op: refusal for op in FORWARD_OPS}
     banned = Banned(call["banned"], refusals) if call.get("banned") else contextlib.nullcontext()
@@ -73,7 +75,8 @@ def execute(call: dict, target) -> dict:
     with banned, no_autograd, resident, peak:
         runs = [_run(fn, args, call, numpy) for _ in range(call.get("repeat", 1))]
     if call.get("measure"):
-        result["peak"] = {"elements": peak.elements, "op": peak.op, "ops": peak.ops, "resident_kb": resident.kb}
+        seen = (peak.elements, peak.op, peak.ops) if isinstance(peak, Peak) else (0, None, 0)
+        result["peak"] = {"elements": seen[0], "op": seen[1], "ops": seen[2], "resident_kb": resident.kb}
     outs = runs[0]
     with _ours("reading the outputs"):
         result["outputs"] = [[o.detach().cpu() for o in run] for run in runs]

@@ -29,7 +29,9 @@ class Measured:
     def hold(self, calls: list[dict]) -> None:
         """Calls to measure alone: pending now, sent in a window of their own once every other call is answered."""
         if calls and self.expect(calls):
-            self.held = list(calls)
+            # measured here, from outside: the worker's own resident count (and the slower heap it needs) is not
+            self.held = [{**c, "measure": False} if c.get("measure") == "resident" and self.memory is not None else c
+                         for c in calls]
 
     def _window_answered(self) -> None:
         """After each result: once the window's calls are all answered, the grader's reading goes into their results

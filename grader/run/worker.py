@@ -39,8 +39,8 @@ def serve(conn, log, module: str, symbol: str, enter) -> None:
         calls = loads(conn.recv_bytes())  # read the first batch before any learner code runs
     except EOFError:
         return
-    if any(c.get("measure") for c in calls):
-        intercept.steady_heap()  # resident memory follows live tensors (the memory check's backstop)
+    if any(c.get("measure") for c in calls):  # memory calls: the process's pages follow its live tensors
+        intercept.steady_heap()
     if any(c.get("no_autograd") for c in calls):  # for the worker's whole life, before the learner's import
         no_autograd.disable_engine()
     banned = next((c.get("banned") for c in calls if c.get("banned")), None)
