@@ -92,15 +92,15 @@ def _memory_fit(cfg):
 
 
 BACKSTOP = {
-    "dims": {"B": 1, "Hq": 64, "Hkv": 1, "G": 64, "Tq": 1, "Tk": 16384, "dq": 64, "dk": 64, "d": 64, "dv": 64},
+    "dims": {"B": 1, "Hq": 64, "Hkv": 1, "G": 64, "Tq": 1, "Tk": 4096, "dq": 128, "dk": 128, "d": 128, "dv": 128},
     "args": {},
     "allowed": lambda cfg, args: max(cfg["Tk"] * cfg["dq"], cfg["Hq"] * cfg["Tk"]),
-    "resident_kb": 128 * 1024,
-    "held_kb": 192 * 1024,
+    "resident_kb": 64 * 1024,
+    "held_kb": 96 * 1024,
 }
-"""A float32 decoding step (one query, 64 query heads sharing one K/V head of 16384 keys), measured from outside the
-worker (run/cgroup.py): keys or values repeated per query head take 256 MB each; folding the group into the query axis
-needs the inputs and (Hq, Tk) scores, a few tens of MB."""
+"""A float32 decoding step (one query, 64 query heads sharing one K/V head of 4096 keys, d = 128), measured from outside
+the worker (run/cgroup.py): keys or values repeated per query head take 128 MB each; folding the group into the query
+axis needs the 2 MB inputs and the (Hq, Tk) scores, 1 MB."""
 
 
 def _memory(cfg, args):

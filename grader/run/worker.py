@@ -57,6 +57,7 @@ def serve(conn, log, module: str, symbol: str, enter) -> None:
     while calls is not None:
         for call in calls:
             conn.send_bytes(dumps({"key": call["key"], "result": _run(harness, call, target, work)}))
+        calls = None  # the answered batch's tensors are freed before the next one is awaited (and measured)
         try:
             calls = loads(conn.recv_bytes())
         except EOFError:
