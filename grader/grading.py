@@ -16,7 +16,7 @@ from .results import CheckResult, ProblemResult, Report, Trouble, Use
 from .judge.context import GRADER_GROUPS, Context, Failed, GraderError, valid_mask
 from .judge.expected import Helper, plan
 from .run.cgroup import reason
-from .judge.static_scan import refused, scan_problem
+from .judge.scan import refused, scan_problem
 from .run.jail import decide
 from .run.pool import Pool
 from .problems import all_problems, get
@@ -123,7 +123,7 @@ def _judge_as_answered(problems, plans, pool, helper, probes, cuda: bool, scans:
 
 
 def _scan(impl, problem):
-    """The findings of the problem's source (judge/static_scan.py), or the grader's own failure as text: a bug of the
+    """The findings of the problem's source (judge/scan/), or the grader's own failure as text: a bug of the
     reading is the grader's, never the learner's."""
     try:
         return scan_problem(impl, problem)

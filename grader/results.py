@@ -20,9 +20,9 @@ class CheckResult:
 
 @dataclass
 class Use:
-    """What the submission's source refers to that the grader enforces the contract against (judge/static_scan.py),
+    """What the submission's source refers to that the grader enforces the contract against (judge/scan/),
     read without running it: listed for the interviewer; `refused` where this problem's contract refuses it."""
-    capability: str  # a judge.static_scan.Capability value
+    capability: str  # a judge.scan.Capability value
     file: str  # the module, e.g. "flash_attention.py" (a sibling it imports, too)
     line: int
     what: str  # the grader's own words, never the learner's text

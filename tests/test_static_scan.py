@@ -1,4 +1,4 @@
-"""The grader's reading of a submission's source (judge/static_scan.py): each escape hatch from the rules a worker
+"""The grader's reading of a submission's source (judge/scan/): each escape hatch from the rules a worker
 enforces with torch's modes is found, whatever way it is written, with its capability and line; the kit's own correct
 code (reference solutions, stubs, every correct style of tests/impls/) gives no finding; a finding the contract refuses
 fails the `capabilities` check of that problem alone; a file that cannot be read or parsed never crashes the grader."""
@@ -13,7 +13,7 @@ import pytest
 from conftest import SOLUTIONS, make_impl
 from attnkit import ROOT
 from attnkit.grading import grade
-from attnkit.judge.static_scan import (Capability as C, ESCAPES, enforced, refused, scan_source, scan_submission)
+from attnkit.judge.scan import (Capability as C, ESCAPES, enforced, refused, scan_source, scan_submission)
 from attnkit.problems import all_problems, get
 from attnkit.report.summary import to_json
 

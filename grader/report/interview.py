@@ -56,7 +56,7 @@ def markdown(report, submission: str, argv: list[str], attempts: list[str] | Non
         lines += ["", f"## `{p.id}`: {p.score:g} / {p.max_score:g}", "", "| check | result | points |", "|---|---|---|"]
         lines += [f"| {c.id} | {c.status} | {'-' if c.status == 'skipped' else f'{c.score:g} / {c.max_score:g}'} |"
                   for c in p.checks]
-        if p.uses:  # read from the source, for the interviewer to judge (judge/static_scan.py)
+        if p.uses:  # read from the source, for the interviewer to judge (judge/scan/)
             lines += ["", "What the code uses that the grader watches for (read from its source):", ""]
             lines += [f"- `{u.file}` line {u.line}: {u.what}{' (refused by this contract)' if u.refused else ''}"
                       for u in p.uses]

@@ -1,4 +1,4 @@
-"""Check capabilities: the source uses nothing the problem's contract refuses (judge/static_scan.py), where the
+"""Check capabilities: the source uses nothing the problem's contract refuses (judge/scan/), where the
 contract is enforced inside the worker by torch's modes (banned calls, a memory bound, autograd refused), which code
 of the learner's could switch off. The grader reads the source (never runs it for this check); every finding is
 listed in the reports either way, this check fails on those the contract refuses."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..context import Failed
 from ..registry import Check, register
-from ..static_scan import enforced, refused
+from ..scan import enforced, refused
 from ...draw.scenarios import Case
 
 MAX_SHOWN = 8

@@ -1,0 +1,44 @@
+"""What a problem's contract refuses: what the worker enforces, and which findings fail the problem."""
+from __future__ import annotations
+
+from .capabilities import ESCAPES, C, Finding
+from .files import scan_submission
+
+
+def no_autograd(problem) -> bool:
+    """The problem returns gradients computed by hand: its calls refuse autograd (draw/scenarios.py)."""
+    return bool(problem.returns) and all(out.role == "gradient" for out in problem.returns)
+
+
+def memory_bound(problem) -> bool:
+    return problem.memory is not None or bool(problem.memory_backstop)
+
+
+def enforced(problem) -> list[str]:
+    """What of the problem's contract the worker enforces with torch's modes, in words ([] for nothing)."""
+    return (["banned calls"] if problem.banned else []) + (["a memory bound"] if memory_bound(problem) else []) + (
+        ["no automatic differentiation"] if no_autograd(problem) else [])
+
+
+def _bans(problem, name: str) -> bool:
+    return any(name == b or (b.endswith("*") and name.startswith(b[:-1])) for b in problem.banned)
+
+
+def refused(problem, finding: Finding) -> bool:
+    """Does the problem's contract refuse what the finding uses?"""
+    cap = finding.capability
+    if cap in ESCAPES:
+        return bool(enforced(problem))
+    if cap is C.AUTOGRAD:
+        return no_autograd(problem)
+    if cap is C.FLEX_ATTENTION:
+        return _bans(problem, "flex_attention")
+    if cap is C.BANNED_CALL:
+        return finding.banned is not None and _bans(problem, finding.banned)
+    if cap is C.NUMPY_BRIDGE:
+        return memory_bound(problem)
+    return False
+
+
+def scan_problem(impl, problem) -> list[Finding]:
+    return scan_submission(impl, problem.id, problem.banned)
