@@ -1,5 +1,5 @@
 """Mutation testing proves the hidden checks: mutants of every reference (mutmut's operators) are killed
-or listed, with the reason, in grader/equivalent_mutants.json. CI runs a seeded sample; the full run is
+or listed, with the reason, in grader/dev/equivalent_mutants.json. CI runs a seeded sample; the full run is
 `attnkit dev mutants` (see the README)."""
 from __future__ import annotations
 

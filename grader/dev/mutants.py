@@ -8,7 +8,7 @@ checks, so each mutant is graded in this process exactly as diagnosis runs a cat
 variant: the mutated reference answers the problem's seeded calls, and each CPU check
 judges the answers. A mutant is killed when some check fails it. A surviving mutant must
 be listed, with the reason it cannot be told apart from the reference, in
-grader/equivalent_mutants.json (reviewed by hand); `killed K/N` counts the others.
+grader/dev/equivalent_mutants.json (reviewed by hand); `killed K/N` counts the others.
 """
 from __future__ import annotations
 

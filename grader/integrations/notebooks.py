@@ -86,7 +86,7 @@ def _meta(grade_id: str, *, solution=False, grade=False, locked=True, points=Non
     return {"nbgrader": meta}
 
 
-WORDS = {  # the notebooks' own sentences; the problem's texts come from its spec (grader/i18n.py)
+WORDS = {  # the notebooks' own sentences; the problem's texts come from its spec (grader/model/i18n.py)
     "requires": {"en": "Your {deps} goes in the first code cell (copy it from its own notebook); the next cell is this "
                        "problem.\n",
                  "zh": "第一个代码单元放你的 {deps}（从它自己的 notebook 复制过来）；下一个单元是本题。\n"},

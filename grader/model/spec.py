@@ -106,7 +106,7 @@ class Problem:
     call_errors: Callable = lambda cfg: ()  # functions: ({arg name: value}, why, words) that must raise ValueError
     # check id -> who sees its result on Gradescope (VISIBILITIES), over `attnkit gradescope build --visibility`
     visibility: dict | None = None
-    track: str = ""  # the track (grader/fronts/tracks.py) this problem belongs to
+    track: str = ""  # the track (grader/model/tracks.py) this problem belongs to
     after: tuple[str, ...] = ()  # problems to solve first (besides `requires`): what this one builds on
     # Simplified Chinese: title, summary, hints, class_doc, statements (one per method), mistakes {id: (name, explain, hint)}
     zh: dict | None = None

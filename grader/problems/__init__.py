@@ -63,7 +63,7 @@ _VALID: set = set()
 
 
 def get(pid: str) -> Problem:
-    """The spec of `pid`, its texts in the chosen language (grader/i18n.py)."""
+    """The spec of `pid`, its texts in the chosen language (grader/model/i18n.py)."""
     if pid not in _order():
         raise KeyError(f"unknown problem {pid!r}; choose from: {', '.join(_order())}")
     problem = _specs()[pid]
