@@ -361,7 +361,9 @@ def test_a_check_that_fails_is_no_grade_either(tmp_path, report, monkeypatch):
         raise RecursionError("deep")
 
     _fake_cluster(monkeypatch, tmp_path, {"real": report})
-    monkeypatch.setattr(cl, "_strings", broken)
+    from attnkit.integrations import cluster_results
+
+    monkeypatch.setattr(cluster_results, "_strings", broken)
     _batch(tmp_path)
     assert json.loads((tmp_path / "out" / "s00.json").read_text()) == {"error": cl.MALFORMED, "submission": "s00"}
 

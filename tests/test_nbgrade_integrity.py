@@ -62,7 +62,8 @@ def test_a_directory_at_the_head_of_sys_path_counts_by_its_importable_entries_on
 
 GUARDED = """
 import importlib.util, importlib._bootstrap_external as ext, pathlib, sys
-from attnkit.integrations.integrity import Snapshot, guard
+from attnkit.integrations.import_guard import guard
+from attnkit.integrations.integrity import Snapshot
 
 lib = pathlib.Path(sys.argv[1])
 sys.path.insert(0, str(lib))

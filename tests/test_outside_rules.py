@@ -242,3 +242,18 @@ def test_banned_kernels_hold_with_modes_off(tmp_path, problem, source, named):
     assert raised, [c.message[:300] for c in result.checks if c.status == "failed"]
     assert result.score < result.max_score / 2
     assert all(c.status != "error" for c in result.checks)
+
+
+@needs_cgroups
+def test_a_lost_outside_reading_fails_closed(tmp_path, monkeypatch):
+    """A window opened (so the worker was not asked to count its own memory) whose reading is lost is not judged, and
+    not judged fails: the backstop never passes on no measurement at all."""
+    def lost(self):
+        self.window = None
+        return cgroup.Window(0, None)
+
+    monkeypatch.setattr(cgroup.Memory, "close_window", lost)
+    report = grade(make_impl(tmp_path), ["flash_attention"], sandbox=False)
+    memory = next(c for c in report.problem("flash_attention").checks if c.id == "memory")
+    assert memory.status == "failed" and memory.max_score > 0, memory
+    assert "could not measure the memory of this call" in memory.message

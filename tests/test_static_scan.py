@@ -489,3 +489,14 @@ def test_a_failure_of_the_reading_is_the_graders_error(tmp_path, monkeypatch):
     assert "could not judge" in check.message
     assert all(c.status in ("passed", "skipped") for c in p.checks if c.id != "capabilities")
     assert p.uses == [] and p.score == p.max_score - check.max_score
+
+
+def test_file_names_in_findings_are_shown_escaped():
+    """A file name reaches the terminal and the interviewer's report: no control character or escape sequence of it
+    survives, and the report fences it as code."""
+    from attnkit.judge.scan.files import _shown
+    from attnkit.report.interview import code
+
+    shown = _shown("a\x1b[31mb\n\u202e`x`.py")
+    assert shown.isascii() and shown.isprintable() and "\x1b" not in shown and "\n" not in shown
+    assert code(shown).startswith("``") and "`x`" in code(shown)

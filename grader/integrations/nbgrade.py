@@ -9,7 +9,7 @@ points come from two steps of nbgrader's own process (the course's nbgrader_conf
   (nbgrader has put its locked cells back), remembers its implementation cells (`# attnkit: <problem>`) and check
   cells. Its first call loads, before any student's cell runs, all the code attnkit's grading will run
   (integrity.preload), and from then on lets nbgrader's process import only files unchanged since it started
-  (integrity.Guard); it warns where attnkit's install is writable by the kernel's user.
+  (import_guard.Guard); it warns where attnkit's install is writable by the kernel's user.
 - `GradeOutsideKernel`, right after nbgrader's Execute step: grades the implementation cells taken before the
   execution with the sandboxed workers, like any submission, and rewrites the output of every check cell
   (`check("<problem>", "<check>")`) from that result: an error output where the check fails (nbgrader gives 0
@@ -34,7 +34,7 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Enum, Unicode
 
-from . import integrity
+from . import import_guard, integrity
 from ..run.inbox import clean
 
 CHECK = re.compile(r'^check\("(\w+)", "(\w+)"\)$', re.M)
@@ -86,7 +86,7 @@ class AttnkitStep(Preprocessor):
             changed = SNAPSHOT.changes(now)
             if changed:
                 raise integrity.IntegrityError(_changed_message("before the first notebook ran", changed))
-            integrity.guard(SNAPSHOT)
+            import_guard.guard(SNAPSHOT)
             integrity.preload()
             self._check_install()
             from ..run.jail import decide

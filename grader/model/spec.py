@@ -94,8 +94,8 @@ class Problem:
     banned: tuple[str, ...] = ()  # torch functions / aten operators the learner's code may not call
     memory: Callable | None = None  # (cfg, args) -> [({arg: value}, elements allowed)]: calls whose forward is measured
     # A float32 call too big to hide: {"dims": cfg, "args": {arg: value}, "allowed": (cfg, args) -> elements,
-    # "resident_kb": limit}; its peak resident memory (the kernel's count, which no Python mode can switch off)
-    # must grow by less than the limit
+    # "resident_kb": growth limit, "held_kb": limit on what the worker holds when it begins}; measured by the grader
+    # in the worker's memory cgroup (run/cgroup.py), else by the worker's own resident count
     memory_backstop: dict | None = None
     # {"bound": the bound as a formula, "advice": how to stay within it, "tensor": what a solution must not build}
     memory_words: dict | None = None

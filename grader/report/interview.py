@@ -58,7 +58,7 @@ def markdown(report, submission: str, argv: list[str], attempts: list[str] | Non
                   for c in p.checks]
         if p.uses:  # read from the source, for the interviewer to judge (judge/scan/)
             lines += ["", "What the code uses that the grader watches for (read from its source):", ""]
-            lines += [f"- `{u.file}` line {u.line}: {u.what}{' (refused by this contract)' if u.refused else ''}"
+            lines += [f"- {code(u.file)} line {u.line}: {u.what}{' (refused by this contract)' if u.refused else ''}"
                       for u in p.uses]
         failed = [c for c in p.checks if c.status in ("failed", "error")]
         if p.status == "not_started" and failed:

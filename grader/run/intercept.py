@@ -10,10 +10,11 @@ an existing tensor (their schema says so) and are not counted.
 Python modes can be switched off by the code they watch (torch._C.DisableTorchFunction,
 torch.utils._python_dispatch._disable_current_modes), so the worker adds layers below Python:
 `ban_kernels` replaces the banned aten operators' kernels in the dispatcher itself (whatever
-path reaches them: F.*, torch.ops.aten.*, an OpOverload or its packet, with modes off), and
-`guard_functions` replaces banned Python functions (F.multi_head_attention_forward) by ones that
-raise. `ResidentPeak` reads the process's own peak resident memory (the kernel's count, reset
-before the call), which no Python mode can hide.
+path reaches them: F.*, torch.ops.aten.*, an OpOverload or its packet, with modes off), through a
+registration no Python object holds, and `guard_functions` replaces banned Python functions in every
+loaded torch module (F.multi_head_attention_forward, flex_attention's modules and operator) by ones that
+raise. `ResidentPeak` reads the process's own peak resident memory: a fallback only, for machines where
+the grader cannot measure the worker from outside (run/cgroup.py), since the process can reset it.
 """
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ class Pool:
         """Each worker's first batch, in this order, sent by a thread: a worker drains its pipe only when the
         scheduler lets it, and the grader has its own work meanwhile. The calls count as pending at once; a
         failed send shows as the worker's end of file, read by the grader's own thread. Calls marked `window` are
-        held back and measured alone once the others are answered (handle.Worker.hold). A worker whose pid is known
+        held back and measured alone once the others are answered (window.Measured.hold). A worker whose pid is known
         only from its hello (bubblewrap) gets its first batch once it is in its cgroup."""
         frames = []
         for pid, calls in batches.items():
@@ -58,9 +58,7 @@ class Pool:
             if w.expect(first):
                 w.hold([c for c in calls if c.get("window")])
                 if w.memory is not None and w.locate is not None:
-                    w.deferred = dumps(first)
-                    if w.hello is not None:
-                        w._place_and_send()
+                    w.defer_first(dumps(first))
                 else:
                     frames.append((w, dumps(first)))
 

@@ -29,17 +29,15 @@ class Measured:
     def hold(self, calls: list[dict]) -> None:
         """Calls to measure alone: pending now, sent in a window of their own once every other call is answered."""
         if calls and self.expect(calls):
-            # measured here, from outside: the worker's own resident count (and the slower heap it needs) is not
-            self.held = [{**c, "measure": False} if c.get("measure") == "resident" and self.memory is not None else c
-                         for c in calls]
+            self.held = list(calls)
 
     def _window_answered(self) -> None:
         """After each result: once the window's calls are all answered, the grader's reading goes into their results
         (a field of its own: a worker's result carrying one is refused by the inbox); then the next window, if due."""
         if self.in_window and not self.pending:
             window = self.memory.close_window() if self.memory is not None else None
-            for key in self.in_window:
-                self.results[key]["outside"] = None if window is None or window.peak is None else \
+            for key in self.in_window if window is not None else ():  # a window was opened: its reading, or None
+                self.results[key]["outside"] = None if window.peak is None else \
                     {"held_kb": window.held >> 10, "peak_kb": window.peak >> 10}
             self.in_window = []
         self._next_window()
@@ -55,15 +53,23 @@ class Measured:
                 self.memory.open_window()
             except OSError:
                 self.memory.window = None
+        if self.memory is not None and self.memory.window is not None:  # measured here, from outside: the worker's
+            calls = [{**c, "measure": False} if c.get("measure") == "resident" else c for c in calls]  # own count is not
         self.deadline = time.monotonic() + self.timeout  # the window's calls get a time limit of their own
         try:
             self.send(dumps(calls))
         except OSError:
             self._died()
 
+    def defer_first(self, data: bytes) -> None:
+        """Bubblewrap: the first batch waits until the worker's hello (sent before any learner code) tells where to
+        find it, and it is in its cgroup (at once if the hello has come already)."""
+        self.deferred = data
+        if self.hello is not None:
+            self._place_and_send()
+
     def _place_and_send(self) -> None:
-        """Bubblewrap: the worker's pid here is known from its hello (sent before any learner code): put it in its
-        cgroup, then send the first batch."""
+        """Put the worker in its cgroup, by the pid its hello names, then send the first batch."""
         data, self.deferred = self.deferred, None
         try:
             self.memory.place(self.locate(self.hello))

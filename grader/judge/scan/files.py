@@ -20,8 +20,9 @@ MAX_DEPTH = 3
 
 
 def _shown(rel: str) -> str:
-    """A file name as the reports show it: ASCII, with anything else escaped."""
-    return rel.encode("ascii", "backslashreplace").decode("ascii").replace("\n", "\\n")
+    """A file name as the reports show it: printable ASCII, with anything else (control characters and escape
+    sequences included) escaped as Python would write it."""
+    return "".join(c if c.isascii() and c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in rel)
 
 
 def read_source(path: Path, root: Path) -> tuple[bytes | None, str | None]:

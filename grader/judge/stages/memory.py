@@ -9,7 +9,7 @@ resident-memory count.
 from __future__ import annotations
 
 from ..compare import tolerance
-from ..context import compare_all
+from ..context import GraderError, compare_all
 from ..registry import Check, register
 from ...draw.groups import group_memory
 
@@ -48,6 +48,9 @@ def _outside(ctx, case, res, words) -> None:
                      f"here: {words['tensor']}, or a large part of it, was built")
         return
     resident = (res.get("peak") or {}).get("resident_kb")
+    if resident is None and "outside" in res:  # a window was opened (so the worker did not count) and read nothing:
+        raise GraderError("the grader could not measure the memory of this call, neither from outside the worker nor "
+                          "inside it")  # not judged: once learner code has run, that fails the check
     if resident is not None and resident > limit:
         ctx.fail(case, f"the process's resident memory grew by {resident / 1024:.1f} MB during the forward; "
                  f"a solution within the bound needs well under {limit / 1024:.0f} MB here: "
