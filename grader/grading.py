@@ -81,9 +81,6 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
     )
 
 
-"""Groups the grader answers itself (a fresh interpreter's imports, the source read): never sent to a worker."""
-
-
 def _calls(plan: dict) -> list[dict]:
     return [c.call for c in plan.values() if c.group not in GRADER_GROUPS]
 
@@ -123,11 +120,11 @@ def _judge_as_answered(problems, plans, pool, helper, probes, cuda: bool, scans:
 
 
 def _scan(impl, problem):
-    """The findings of the problem's source (judge/scan/), or the grader's own failure as text: a bug of the
-    reading is the grader's, never the learner's."""
+    """The findings of the problem's source (judge/scan/), or the reader's failure as text: the capabilities check
+    then cannot be judged, which fails it (the source it read is the learner's) and says the grader failed."""
     try:
         return scan_problem(impl, problem)
-    except Exception:  # noqa: BLE001 - reported as a grader error of the capabilities check
+    except Exception:  # noqa: BLE001 - the capabilities check's result: not judged
         return traceback.format_exc().strip()
 
 
