@@ -13,11 +13,13 @@ import torch
 
 from .judge.checks import CHECKS, validate_checks
 from .results import CheckResult, ProblemResult, Report, Trouble, Use
-from .judge.context import GRADER_GROUPS, Context, Failed, GraderError, valid_mask
+from .judge.context import Context, Failed, GraderError, valid_mask
 from .judge.expected import Helper, plan
+from .judge.registry import grader_groups
 from .run.cgroup import reason
 from .judge.scan import refused, scan_problem
 from .run.jail import decide
+from .run.hooks import heavy
 from .run.pool import Pool
 from .problems import all_problems, get
 from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
@@ -82,12 +84,12 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
 
 
 def _calls(plan: dict) -> list[dict]:
-    return [c.call for c in plan.values() if c.group not in GRADER_GROUPS]
+    return [c.call for c in plan.values() if c.group not in grader_groups()]
 
 
 def _weight(plan: dict) -> tuple:
     """A guess at how long a worker runs on a plan: measured forwards are slow, then the number of calls."""
-    return any(c.call.get("measure") for c in plan.values()), len(plan)
+    return any(heavy(c.call) for c in plan.values()), len(plan)
 
 
 def _judge_as_answered(problems, plans, pool, helper, probes, cuda: bool, scans: dict) -> dict:
@@ -153,7 +155,7 @@ def _start_probes(impl, problems, plans, limits, timeout, jailed) -> dict:
 def _not_started(problem, worker) -> str | None:
     if worker.loaded:
         return worker.loaded
-    results = [r for k, r in worker.results.items() if k.split("/")[0] not in GRADER_GROUPS]
+    results = [r for k, r in worker.results.items() if k.split("/")[0] not in grader_groups()]
     if results and all(not r["ok"] and r["error"]["type"] == "NotImplementedError" for r in results):
         return f"{problem.id}.py raises NotImplementedError: still a stub, fill it in"
     return None
@@ -234,7 +236,7 @@ def _trouble(worker, not_started: bool, checks) -> str | None:
 
 def _name_mistakes(problem, ctx, failing) -> None:
     from .diagnose.diagnose import describe, diagnose
-    from .diagnose.symptoms import evidence
+    from .diagnose.symptoms import evidence  # noqa: F401 - each check's own (judge/registry.Check.evidence)
 
     try:
         named = diagnose(problem, ctx, failing)
@@ -286,8 +288,8 @@ def _run_check(check, ctx, points, learner_ran: bool = False) -> CheckResult:
             evidence = _evidence(ctx, exc.case)
         except Exception:  # noqa: BLE001 - the plots' evidence is optional; the verdict stands without it
             evidence = None
-        return CheckResult(check.id, check.title, "failed", 0, points, str(exc), evidence=evidence,
-                           symptom=exc.symptom)
+        symptom = exc.symptom if exc.symptom in check.names else None  # only the names the check declares
+        return CheckResult(check.id, check.title, "failed", 0, points, str(exc), evidence=evidence, symptom=symptom)
     except Exception as exc:  # noqa: BLE001 - a grader bug must show, and a learner must never profit from it
         detail = str(exc) if isinstance(exc, GraderError) else traceback.format_exc().strip()
         if learner_ran:  # possibly the learner's doing (odd results): a failure, never a smaller maximum

@@ -26,10 +26,12 @@ from pathlib import Path
 from .. import ROOT
 from ..judge.checks import CHECKS
 from ..judge.context import Context, Failed
-from .. import REFERENCE_DIR
+from .. import solution_path
 from ..judge.expected import expected, plan
 from ..judge.reference import reference
 from ..run.harness import execute
+from ..run.hooks import outside
+from ..judge.registry import grader_groups
 
 EQUIVALENTS = Path(__file__).with_name("equivalent_mutants.json")
 TIMEOUT = 20  # seconds for one mutant's calls: a mutant that loops is killed by the clock
@@ -46,7 +48,7 @@ def mutants(problem) -> list[Mutant]:
     """Every mutant mutmut's operators make of the problem's reference, in source order."""
     from mutmut.mutation.file_mutation import create_mutations
 
-    code = (REFERENCE_DIR / f"{problem.id}.py").read_text()
+    code = solution_path(problem.id).read_text()
     with _cwd(ROOT):  # mutmut reads its [tool.mutmut] configuration from the working directory
         module, mutations, _, _ = create_mutations(f"solutions/{problem.id}.py", code)
     out, seen = [], set()
@@ -129,12 +131,12 @@ def _answers(plan, target) -> dict | None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for key, case in plan.items():
-                if case.group in ("imports", "source"):  # answered by the grader, never by a call
+                if case.group in grader_groups():  # answered by the grader, never by a call
                     continue
                 # a backstop's own resident count means nothing in this long-lived process (its heap is the test
                 # run's): the grader measures it from outside a worker; here the small memory calls' dispatch mode
                 # is what kills a mutant that builds the forbidden tensor
-                call = {**case.call, "measure": False} if case.call.get("measure") == "resident" else case.call
+                call = outside(case.call)
                 try:
                     got[key] = {"ok": True, **execute(call, target)}
                 except _Timeout:

@@ -22,8 +22,9 @@ import warnings
 import torch
 
 from ..judge.checks import CHECKS
-from ..judge.compare import STABILITY, tolerance, usage
-from .. import REFERENCE_DIR
+from ..judge.registry import check_cases, general_cases
+from ..judge.compare import tolerance, usage
+from .. import solution_path
 from ..judge.reference import reference
 from ..run.harness import execute
 from ..model.i18n import word
@@ -42,7 +43,7 @@ def _variant(problem, mistake: Mistake, dependency=None):
     key = (problem.id, mistake.id, dependency)
     if key not in _CACHE:
         reference(problem)  # registers the reference package, whose siblings the variant imports
-        source = (REFERENCE_DIR / f"{problem.id}.py").read_text()
+        source = solution_path(problem.id).read_text()
         module = types.ModuleType(f"attnkit_reference._mistake_{problem.id}_{dependency}_{mistake.id}")
         module.__package__ = "attnkit_reference"
         exec(compile(source if dependency else apply(source, mistake), f"<{mistake.id}>", "exec"), module.__dict__)
@@ -64,8 +65,8 @@ def candidates(problem, failing_deps=()):
 
 
 def _tol(case, key=None):
-    if case.group == "stable":
-        return STABILITY
+    if case.tol is not None:
+        return case.tol
     return tolerance(case.call.get("dtype", "float64"), grad=bool(key))
 
 
@@ -163,13 +164,13 @@ def _reproduce(problem, ctx, failing) -> dict:
         (exact, _), best = max(whole, key=lambda t: t[0])  # max keeps catalogue order on ties
         return {cid: (best, exact) for cid in failing}
     found = {}
-    base = ctx.of("base")
+    base = general_cases(ctx, problem)
     targets = {rid: target for rid, _, target in candidates(problem, ctx.failing_deps)}
     for cid in failing:
         # one check's own explanation must not be refuted by the general calls: a variant that misses one of
         # the learner's wrong base results is another mistake, however well it fits this check alone
         options = [(s[cid], rid) for rid, s in scores.items() if s[cid] is not None
-                   and (cid in ("parameters", "value_errors") or not _refuted(ctx, base, rid, targets[rid], cache))]
+                   and (CHECKS[cid].explained_alone or not _refuted(ctx, base, rid, targets[rid], cache))]
         if options:
             (exact, _), rid = max(options, key=lambda t: t[0])
             found[cid] = (rid, exact)
@@ -185,7 +186,8 @@ def _refuted(ctx, base, rid, target, cache) -> bool:
 def _parameter_mistake(problem, ctx) -> str | None:
     """The one catalogued mistake whose variant has the same kinds of parameter difference as the learner's
     module, over every constructor call (e.g. an extra bias, wherever it sits)."""
-    cases = [c for c in ctx.of("ctor") if (r := ctx.got.get(c.key)) and r.get("ok") and "params" in r]
+    cases = [c for c in ctx.cases.values() if c.call.get("construct") and not c.must_raise
+             and (r := ctx.got.get(c.key)) and r.get("ok") and "params" in r]
     if not cases:
         return None
 
@@ -215,8 +217,7 @@ def _parameter_mistake(problem, ctx) -> str | None:
 
 
 def _check_cases(ctx, cid):
-    cases = [c for g in CHECKS[cid].groups for c in ctx.of(g)]
-    return cases + (ctx.of("ctor_error") if cid in ("parameters", "value_errors") else [])
+    return check_cases(ctx, cid)
 
 
 def _run_variant(case, rid, target, cache):
@@ -243,7 +244,7 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
         if got is None:
             return None
         variant = _run_variant(case, rid, target, cache)
-        if case.group == "ctor_error":
+        if case.must_raise:
             wrong = _ctor_error_result(got) != "ValueError"
             agree = _ctor_error_result(got) == _ctor_error_result(variant)
         else:
@@ -254,7 +255,7 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
             agree = same(case, got, variant)
             agree = agree and _dtypes(got) == _dtypes(variant) if agree is not None else None
         if wrong and not agree:
-            if case.group == "ctor_error" or not _close_to(got, variant, ctx.ref.get(case.key)):
+            if case.must_raise or not _close_to(got, variant, ctx.ref.get(case.key)):
                 return None
             agree, exact = True, False  # reproduced closely, not exactly
         evidence += bool(wrong and agree)

@@ -14,6 +14,6 @@ def apply(source: str, mistake: Mistake) -> str:
 
 
 def wrong_source(problem: Problem, mistake: Mistake) -> str:
-    from .. import REFERENCE_DIR
+    from .. import solution_path
 
-    return apply((REFERENCE_DIR / f"{problem.id}.py").read_text(), mistake)
+    return apply(solution_path(problem.id).read_text(), mistake)

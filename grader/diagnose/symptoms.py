@@ -1,23 +1,14 @@
-"""Recognising a mistake from what the learner's results show, before (and beside) reproduction.
+"""Recognising a mistake from what the learner's results show, before (and beside) reproduction: the engine.
 
-Each detector reads the learner's results and the reference's and returns a catalogued
-mistake id only when the evidence is certain and explains every failing call it looks at:
-  - parameters: the names and shapes the module has, compared with what each catalogued
-    mistake's variant has, as a *kind* of difference (an extra bias, a missing one, a weight
-    of the transposed shape), so that a bias on W_k is named like the catalogue's bias on W_q;
-  - rows with no allowed key: NaN exactly there (and right elsewhere), or uniform there;
-  - rows that fail to sum to 1 only where every valid score is very negative (a fill of 0);
-  - rows that sum to a whole number above 1 (each chunk normalised on its own);
-  - weights that sum to 1 over the queries instead of the keys;
-  - float64 results off by float32 rounding only (a float32 constant or cast inside).
-`evidence` says in words what the results show when no mistake can be named.
+The detectors are the checks' own (judge/registry.Symptom, declared by each check unit with the mistake ids it may
+name, e.g. judge/checks/parity_symptoms.py); here they run in the order the spec lists its checks, and a name is
+kept only where the problem (or a failing problem it imports) catalogues it. Also here: the parameters a module
+has, compared with what each catalogued mistake's variant has, as a *kind* of difference (an extra bias, a missing
+one, a weight of the transposed shape), so that a bias on W_k is named like the catalogue's bias on W_q.
 """
 from __future__ import annotations
 
-import torch
-
-from ..judge.compare import tolerance, usage
-from ..judge.context import valid_mask
+from ..judge.checks import CHECKS
 
 
 def known_ids(problem, failing_deps) -> set[str]:
@@ -33,206 +24,23 @@ def _known(ids, mid):
     return None
 
 
-def _ok(ctx, case):
-    res = ctx.got.get(case.key)
-    return res if res and res.get("ok") and res.get("outputs") else None
-
-
-def _weights(ctx, case):
-    """The learner's and the reference's weights (float64), or None when absent or of another shape."""
-    res = _ok(ctx, case)
-    ref = ctx.ref.get(case.key)
-    at = ctx.problem.weights_index
-    if res is None or ref is None or at is None:
-        return None
-    w, e = res["outputs"][0][at].to(torch.float64), ref["outputs"][0][at].to(torch.float64)
-    return (w, e) if w.shape == e.shape else None
-
-
 def certain(problem, ctx, failing: list[str]) -> str | None:
-    """A catalogued mistake the error's shape leaves no doubt about, or None."""
+    """A catalogued mistake the error's shape leaves no doubt about, or None: the first detector of the problem's
+    checks that sees its symptom decides (the first of its ids the catalogue has, or none)."""
     ids = known_ids(problem, ctx.failing_deps)
-    rows = _empty_rows(problem, ctx)
-    if rows == "nan":
-        return _known(ids, "nan_rows")
-    if rows == "uniform":
-        return _known(ids, "uniform_rows")
-    if _only_negative_rows_lost(ctx):
-        return _known(ids, "fill_zero")
-    if _rows_sum_to_chunk_counts(problem, ctx):
-        return _known(ids, "per_chunk_softmax")
-    failing_kinds = _kinds(ctx)[0]
-    if problem.mask_role == "lengths" and failing_kinds == {"query"}:
-        return _known(ids, "lens_2d_ignored")
-    if problem.mask_role == "mask" and failing_kinds == {"inner"}:
-        return _known(ids, "mask_3d_as_batch")
-    if _tail_block_lost(problem, ctx):
-        return _known(ids, "last_chunk_dropped")
-    if _sums_along_wrong_axis(ctx):
-        return _known(ids, "wrong_axis") or _known(ids, "softmax_wrong_axis")
-    if "parity_float64" in failing and _float32_rounding_only(ctx):
-        return _known(ids, "float32_inside") or _known(ids, "fixed_dtype")
+    for cid in problem.points:
+        for symptom in CHECKS[cid].symptoms:
+            seen = symptom.detect(problem, ctx, failing)
+            if seen:
+                if symptom.names is not None and not set(seen) <= set(symptom.names):
+                    raise ValueError(f"check {cid!r}: a detector named {seen}, not among its declared {symptom.names}")
+                return next((r for r in (_known(ids, m) for m in seen) if r), None)
     return None
 
 
-def _right(ctx, case) -> bool:
-    """Every output of the call came back and matches the reference (float64 tolerance)."""
-    res, ref = _ok(ctx, case), ctx.ref.get(case.key)
-    if res is None or ref is None:
-        return False
-    return all(g.shape == e.shape and usage(g, e, tolerance("float64")) <= 1
-               for g, e in zip(res["outputs"][0], ref["outputs"][0]))
-
-
-def _plain(case) -> bool:
-    return not case.key.endswith("/negative") and "/block" not in case.key
-
-
-def _kinds(ctx) -> tuple[set, set]:
-    """(masking kinds with a plain base call that fails, kinds whose plain base calls are all right)."""
-    bad, seen = set(), set()
-    for case in ctx.of("base"):
-        if _plain(case):
-            seen.add(case.lens)
-            if not _right(ctx, case):
-                bad.add(case.lens)
-    return bad, seen - bad
-
-
-KIND_WORDS = {
-    "lengths": {"none": "valid_lens=None", "batch": "(B,) valid_lens", "query": "(B, Tq) valid_lens"},
-    "mask": {"none": "mask=None", "batch": "key padding masks (B, 1, .., Tk)", "query": "per-query masks (B, .., Tq, Tk)",
-             "random": "masks of the weights' full shape", "causal": "causal (Tq, Tk) masks", "keys": "1-D (Tk,) masks",
-             "inner": "masks without the batch dim (e.g. (H, Tq, Tk))", "inner1": "masks with a leading 1 (1, H, Tq, Tk)"},
-}
-
-
-def _tail_block_lost(problem, ctx) -> bool:
-    """Calls with block settings fail only on a trailing run of rows, keys or (b, i, j) triples, while every
-    plain call is right: the last, partial block was dropped."""
-    blocks = [c for c in ctx.of("base") if "/block" in c.key]
-    if not blocks or not all(_right(ctx, c) for c in ctx.of("base") if _plain(c)):
-        return False
-    lost = False
-    for case in blocks:
-        pair = _weights(ctx, case)
-        if pair is None:
-            return False
-        w, e = pair
-        bad = ~((w - e).abs() <= 1e-9 + 1e-7 * e.abs())  # (B, Tq, Tk)
-        if not bad.any():
-            continue
-        # rows with fewer than 2 valid keys are right whatever their scores: they tell nothing either way
-        telling = valid_mask(problem, case).expand(e.shape).sum(-1) >= 2  # (B, Tq)
-        rows = bad.any(-1)
-
-        def suffix(wrong, tell):  # among the telling entries: right, right, ..., wrong, wrong
-            seq = wrong[tell].long()
-            return bool(seq.numel()) and bool((seq[1:] >= seq[:-1]).all())
-
-        if not (suffix(bad.reshape(-1), telling[..., None].expand(bad.shape).reshape(-1))
-                or suffix(rows.reshape(-1), telling.reshape(-1))
-                or all(suffix(r, t) or not r.any() for r, t in zip(rows, telling))
-                or all(suffix(k, k | True) or not k.any() for k in bad.any(-2))):
-            return False
-        lost = True
-    return lost
-
-
-def _empty_rows(problem, ctx) -> str | None:
-    """"nan" or "uniform" when every base call's rows with no allowed key are all NaN (or all 1/Tk) and every
-    other row matches the reference; None otherwise."""
-    seen, kinds = 0, set()
-    for case in ctx.of("base"):
-        pair = _weights(ctx, case)
-        if pair is None:
-            if _ok(ctx, case) is None and case.key in ctx.got:
-                return None
-            continue
-        w, e = pair
-        empty = ~valid_mask(problem, case).expand(e.shape).any(-1)
-        if not empty.any():
-            if usage(w, e, tolerance("float64")) > 1:
-                return None
-            continue
-        if not torch.isfinite(w[~empty]).all() or usage(w[~empty], e[~empty], tolerance("float64")) > 1:
-            return None
-        rows = w[empty]
-        seen += 1
-        if torch.isnan(rows).all():
-            kinds.add("nan")
-        elif torch.allclose(rows, torch.full_like(rows, 1.0 / w.shape[-1])):
-            kinds.add("uniform")
-        else:
-            return None
-    return kinds.pop() if seen and len(kinds) == 1 else None
-
-
-def _only_negative_rows_lost(ctx) -> bool:
-    """The calls whose valid scores are all far below 0 fail to sum to 1; every other base call is right."""
-    negative = [c for c in ctx.of("base") + ctx.of("stable") if c.key.endswith("/negative")]
-    if not negative:
-        return False
-    lost = 0
-    for case in negative:
-        pair = _weights(ctx, case)
-        if pair is None:
-            return False
-        w, _ = pair
-        lost += bool(((w.sum(-1) - 1).abs() > 1e-3).any())
-    others_right = all((pair := _weights(ctx, c)) is not None and usage(*pair, tolerance("float64")) <= 1
-                       for c in ctx.of("base") if not c.key.endswith("/negative"))
-    return bool(lost) and others_right
-
-
-def _rows_sum_to_chunk_counts(problem, ctx) -> bool:
-    """Some rows sum to a whole number >= 2 and every row with a valid key sums to a whole number >= 1."""
-    above = False
-    for case in ctx.of("base"):
-        pair = _weights(ctx, case)
-        if pair is None:
-            continue
-        w, _ = pair
-        rows = valid_mask(problem, case).expand(w.shape).any(-1)
-        sums = w.sum(-1)[rows]
-        if not torch.isfinite(sums).all() or ((sums - sums.round()).abs() > 1e-6).any() or (sums < 0.5).any():
-            return False
-        above |= bool((sums > 1.5).any())
-    return above
-
-
-def _sums_along_wrong_axis(ctx) -> bool:
-    """Some unmasked base call's weights fail to sum to 1 over keys but do sum to 1 over queries."""
-    found = False
-    for case in ctx.of("base"):
-        res = _ok(ctx, case)
-        at = ctx.problem.weights_index
-        if case.lens != "none" or res is None or case.cfg["Tq"] == case.cfg["Tk"] or at is None:
-            continue
-        w = res["outputs"][0][at].to(torch.float64)
-        if w.dim() < 2:
-            continue
-        one = torch.ones((), dtype=torch.float64)
-        if torch.allclose(w.sum(-1), one, atol=1e-6):
-            return False
-        found |= torch.allclose(w.sum(-2), one, atol=1e-6)
-    return found
-
-
-def _float32_rounding_only(ctx) -> bool:
-    """Every float64 base call is within float32's tolerance of the reference, and some exceed float64's."""
-    worst = 0.0
-    for case in ctx.of("base"):
-        res, ref = _ok(ctx, case), ctx.ref.get(case.key)
-        if res is None or ref is None:
-            return False
-        for g, e in zip(res["outputs"][0], ref["outputs"][0]):
-            if g.shape != e.shape or g.dtype != torch.float64 or not torch.isfinite(g).all():
-                return False
-            if usage(g, e, tolerance("float32")) > 1:
-                return False
-            worst = max(worst, usage(g, e, tolerance("float64")))
-    return worst > 1
+def evidence(problem, ctx) -> list[str]:
+    """What the results show, in words, for the learner to start from when no mistake is named: each check's."""
+    return [line for cid in problem.points if CHECKS[cid].evidence for line in CHECKS[cid].evidence(problem, ctx)]
 
 
 def parameter_kinds(params: dict, expected: dict) -> frozenset:
@@ -247,53 +55,3 @@ def parameter_kinds(params: dict, expected: dict) -> frozenset:
         if got != want:
             kinds.add(("transposed" if got[::-1] == want else "reshaped", name.rsplit(".", 1)[-1]))
     return frozenset(kinds)
-
-
-def _heads_moved(w, e) -> str | None:
-    """Per-head weights (B, H, Tq, Tk) that are the reference's heads in another order."""
-    if w.dim() != 4 or w.shape[1] < 2 or usage(w, e, tolerance("float64")) <= 1:
-        return None
-    H = w.shape[1]
-    order = []
-    for n in range(H):
-        match = [m for m in range(H) if usage(w[:, n], e[:, m], tolerance("float64")) <= 1]
-        if not match:
-            return None
-        order.append(match[0])
-    return f"your head n holds the expected head {order}[n]: the heads come out in another order (check how the " \
-           "projections are split into heads: view(B, T, H, d), not view(B, T, d, H))"
-
-
-def evidence(problem, ctx) -> list[str]:
-    """What the results show, in words, for the learner to start from when no mistake is named."""
-    lines = []
-    bad, good = _kinds(ctx)
-    words = KIND_WORDS.get(problem.mask_role, {})
-    if bad and good and all(k in words for k in bad | good):
-        lines.append(f"only calls with {', '.join(words[k] for k in sorted(bad))} go wrong; calls with "
-                     f"{', '.join(words[k] for k in sorted(good))} are right")
-    if _float32_rounding_only(ctx):
-        lines.append("the float64 results are off by float32 rounding only: a float32 constant, tensor or cast "
-                     "inside a float64 computation (torch.tensor(x) without dtype=, .float(), "
-                     "torch.finfo(torch.float32))")
-    for case in ctx.of("base"):
-        res = _ok(ctx, case)
-        ref = ctx.ref.get(case.key)
-        at = problem.weights_index
-        if res is None or ref is None or at is None:
-            continue
-        w, e = res["outputs"][0][at], ref["outputs"][0][at]
-        if w.shape != e.shape:
-            swapped = w.shape[:-2] + w.shape[-2:][::-1] == e.shape
-            lines.append(f"the weights come back as {tuple(w.shape)} where {tuple(e.shape)} is expected"
-                         + (": the last two axes (Tq, Tk) are swapped" if swapped else ""))
-            break
-        mask = valid_mask(problem, case).expand(e.shape)
-        moved = _heads_moved(w.to(torch.float64), e.to(torch.float64))
-        if moved:
-            lines.append(moved)
-            break
-        if ((w.to(torch.float64) != 0) & ~mask).any():
-            lines.append("masked keys receive weight: the mask is not applied, or applied to the wrong positions")
-            break
-    return lines

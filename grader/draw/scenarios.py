@@ -12,21 +12,26 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..masks import rule
+from ..masks.shapes import dim_names, lens_to_mask, make_lens, output_shapes, score_shape  # noqa: F401 - for the checks
 from ..model.spec import Problem
-
-LENS_KINDS = ("none", "batch", "query")
-
 
 @dataclass
 class Case:
+    """One seeded call of a check's group. Its tags say what it is, so that no one parses its key."""
+
     key: str
-    group: str
+    group: str  # the group its check reads it by
     variant: dict
     cfg: dict
     call: dict
-    lens: str = "none"
-    reference: bool = True
+    lens: str = "none"  # the masking argument's form (its mask rule's name for it)
+    reference: bool = True  # the reference answers it (its expected values)
     meta: dict = field(default_factory=dict)
+    tags: frozenset = frozenset()  # e.g. "negative" (every valid score far below 0), "block" (block settings)
+    must_raise: bool = False  # a call that must raise ValueError: judged by its outcome alone
+    tol: object = None  # the tolerance its results are compared with, where not its dtype's (judge/compare.py)
+    builder: str = ""  # the group name of the builder that drew it (set by draw/groups.build)
 
 
 def draw_configs(seed: int) -> list[dict]:
@@ -53,37 +58,6 @@ def generator(*parts) -> torch.Generator:
     return torch.Generator().manual_seed(zlib.crc32("/".join(map(str, parts)).encode()))
 
 
-def make_lens(kind: str, cfg: dict, gen: torch.Generator, low: int = 0):
-    """valid_lens of a kind; with low=0 they include both 0 and Tk where there is room."""
-    if kind == "none":
-        return None
-    B, Tq, Tk = cfg["B"], cfg["Tq"], cfg["Tk"]
-    shape = (B,) if kind == "batch" else (B, Tq)
-    lens = torch.randint(low, Tk + 1, shape, generator=gen)
-    flat = lens.view(-1)
-    flat[0] = Tk
-    if flat.numel() > 1:
-        flat[-1] = low
-    return lens
-
-
-def dim_names(dims: str, cfg: dict) -> list[str]:
-    """Named dims of a dims string, with "..." expanded to the config's leading dims."""
-    return [n for d in dims.split() for n in (cfg.get("lead", []) if d == "..." else [d])]
-
-
-def output_shapes(problem: Problem, cfg: dict) -> list[tuple]:
-    return [tuple(cfg[d] for d in dim_names(dims, cfg)) for dims in problem.dims]
-
-
-def score_shape(problem: Problem, cfg: dict) -> tuple:
-    """The shape of the call's score matrix (..., Tq, Tk): the weights' shape where the problem returns them,
-    else its first output's rows with Tk keys."""
-    shapes = output_shapes(problem, cfg)
-    at = problem.weights_index
-    return shapes[at] if at is not None else shapes[0][:-1] + (cfg["Tk"],)
-
-
 def spread(t: torch.Tensor, n_lead: int, n_after: int = 0) -> torch.Tensor:
     """A per-batch (B, X) tensor laid out against a tensor with `n_lead` leading dims (batch first),
     then X, then `n_after` dims: (B, 1, ..., X, 1, ...); with no leading dims (B = 1): (X, 1, ...)."""
@@ -92,61 +66,16 @@ def spread(t: torch.Tensor, n_lead: int, n_after: int = 0) -> torch.Tensor:
     return t.reshape(t.shape[0], *[1] * (n_lead - 1), -1, *[1] * n_after)
 
 
-def causal_mask(Tq: int, Tk: int) -> torch.Tensor:
-    """(Tq, Tk) boolean, True = attend: key j for query i when j <= i + (Tk - Tq) (aligned bottom right)."""
-    return torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq)
-
-
-def lens_to_mask(problem: Problem, cfg: dict, lens) -> torch.Tensor:
-    """valid_lens (B,) or (B, Tq) as the boolean mask they mean, laid out against the weights."""
-    per_query = lens[:, None] if lens.dim() == 1 else lens
-    mask = torch.arange(cfg["Tk"]) < per_query[..., None]  # (B, 1 or Tq, Tk)
-    n_lead = len(score_shape(problem, cfg)) - 2
-    return mask[0] if n_lead == 0 else mask.reshape(mask.shape[0], *[1] * (n_lead - 1), *mask.shape[1:])
-
-
-MASK_KINDS = ("none", "batch", "query", "random", "causal", "keys", "inner", "inner1")
-CAUSAL_KINDS = ("none", "causal")
-"""A causal flag is False (none) or True (causal)."""
-
-
 def make_mask(problem: Problem, kind: str, cfg: dict, gen: torch.Generator, low: int = 0):
-    """The masking argument of a kind: valid_lens, or a boolean mask (True = attend) that
-    broadcasts to the weights (..., Tq, Tk): a key padding mask (batch: (B, 1, .., 1, Tk)),
-    per-query lengths (query: (B, 1, .., Tq, Tk)), an independent draw per weight row (random:
-    the full shape; with low=0 one row has no allowed key), a causal (Tq, Tk) mask, one (Tk,)
-    row for every query (keys), or a draw shared by the batch (inner: the weights' shape
-    without its first dim, e.g. (H, Tq, Tk); inner1: the same with a leading 1)."""
-    if problem.mask_role == "causal":
-        return kind == "causal"
-    if kind == "none" or problem.mask_role is None:
-        return None
-    if problem.mask_role == "lengths":
-        return make_lens(kind, cfg, gen, low)
-    if kind in ("batch", "query"):
-        return lens_to_mask(problem, cfg, make_lens(kind, cfg, gen, low))
-    shape = score_shape(problem, cfg)
-    if kind == "causal":
-        return causal_mask(cfg["Tq"], cfg["Tk"])
-    shape = {"keys": shape[-1:], "inner": shape[1:] if len(shape) > 2 else shape,
-             "inner1": (1, *shape[1:])}.get(kind, shape)
-    if kind == "keys":  # one row for every query: no empty row unless every row is empty
-        mask = torch.rand(shape, generator=gen) < 0.6
-        mask[int(torch.randint(shape[-1], (1,), generator=gen))] = True
-        return mask
-    mask = torch.rand(shape, generator=gen) < 0.6
-    mask.view(-1, shape[-1])[:, int(torch.randint(shape[-1], (1,), generator=gen))] |= low > 0
-    if low == 0:
-        mask.view(-1, shape[-1])[-1] = False
-    return mask
+    """The masking argument of form `kind`, drawn by the problem's mask rule (grader/masks/); "query" and "batch"
+    stand for the rule's per-query and per-batch forms."""
+    r = rule(problem)
+    return r.make(problem, {"query": r.per_query, "batch": r.per_batch}.get(kind, kind), cfg, gen, low)
 
 
 def mask_kinds(problem: Problem, cfg: dict | None = None) -> tuple[str, ...]:
-    """The masking kinds a call of `cfg` can take (inner1 needs room for its extra leading dim)."""
-    kinds = {"lengths": LENS_KINDS, "mask": MASK_KINDS, "causal": CAUSAL_KINDS, None: ("none",)}[problem.mask_role]
-    if cfg is not None and problem.mask_role == "mask" and len(score_shape(problem, cfg)) < 3:
-        kinds = tuple(k for k in kinds if k != "inner1")
-    return kinds
+    """The masking forms a call of `cfg` can take (the problem's mask rule says)."""
+    return rule(problem).forms(problem, cfg)
 
 
 def make_state(problem: Problem, cfg: dict, gen: torch.Generator) -> dict:
@@ -161,8 +90,10 @@ def base_call(problem, cfg, variant, gen, lens, *, dtype="float64", grad=False) 
     """The call with the problem's inputs, its masking argument `lens` (valid_lens, mask or causal flag) and
     trailing args."""
     args = problem.inputs(cfg, gen) + ([] if problem.mask_role is None else [lens]) + list(problem.trailing(cfg))
-    if problem.mask_role == "causal" and lens is False and len(args) == problem.mask_index + 1:
-        args = args[:-1]  # is_causal left to its default (False), so that the default is tested too
+    at = problem.mask_index
+    if at is not None and rule(problem).omit_default and len(args) == at + 1 \
+            and _same_value(lens, problem.call_defaults.get(problem.arg_names[at], ...)):
+        args = args[:-1]  # left to its default where the rule says so, so that the default is tested too
     call = {
         "ctor": problem.ctor_call(cfg, variant) if problem.is_module else None,
         "state": make_state(problem, {**cfg, **variant}, gen) if problem.is_module else None,
@@ -174,16 +105,16 @@ def base_call(problem, cfg, variant, gen, lens, *, dtype="float64", grad=False) 
         "device": "cpu",
         "dtype": "float64",
         "n_out": len(problem.outputs),
-        "arrays": problem.arrays,
-        "banned": list(problem.banned),
-        # a problem that returns gradients computes them by hand: automatic differentiation is refused
-        "no_autograd": all(out.role == "gradient" for out in problem.returns),
         "structure": output_structure(problem),
     }
     if grad:
         call["grad_out"] = [None if out.role == "lse" else torch.randn(*s, generator=gen, dtype=torch.float64)
                             for out, s in zip(problem.returns, output_shapes(problem, cfg))]  # lse need not be differentiable
     return cast(call, dtype)
+
+
+def _same_value(a, b) -> bool:
+    return not isinstance(a, torch.Tensor) and type(a) is type(b) and a == b
 
 
 def output_structure(problem: Problem) -> list[int] | None:
@@ -219,6 +150,6 @@ def as_reference(call: dict) -> dict:
 
 
 def expected_call(call: dict) -> dict:
-    """The call that computes the expected values: as_reference, without watching the trusted reference (no
-    banned-call mode, no allocation measurement: they cost a third of the grader's own time and tell nothing)."""
-    return dict(as_reference(call), banned=[], measure=False)
+    """The call that computes the expected values: as_reference (the hooks that only watch the learner are dropped
+    by run/hooks.for_reference)."""
+    return as_reference(call)

@@ -42,7 +42,7 @@ def cmd_hint(args) -> int:
 
 
 def cmd_solution(args) -> int:
-    from .. import REFERENCE_DIR
+    from .. import solution_path
     from ..grading import grade
 
     pid = resolve(args.problem)
@@ -57,7 +57,7 @@ def cmd_solution(args) -> int:
         data["forced_solutions"][pid] = state.now()
         state.save(data)
         print(f"(shown with --force before passing: recorded in {state.state_path()})", file=sys.stderr)
-    print((REFERENCE_DIR / f"{pid}.py").read_text(), end="")
+    print(solution_path(pid).read_text(), end="")
     return 0
 
 

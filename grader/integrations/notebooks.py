@@ -14,7 +14,7 @@ import ast
 import nbformat
 
 from ..judge.checks import CHECKS
-from .. import REFERENCE_DIR
+from .. import solution_path
 from ..model.i18n import current, using
 from ..problems import get
 from ..model.stubs import docstring, render
@@ -31,7 +31,7 @@ def cell_source(problem, solution: str | None = None) -> str:
     body = "\n".join(line for line in body.splitlines() if not line.startswith(HEADER_IMPORTS)).strip("\n")
     body = _squeeze_blank_lines(body)
     if solution:
-        body = splice(body, (REFERENCE_DIR / f"{problem.id}.py").read_text(), regions=solution == "regions")
+        body = splice(body, solution_path(problem.id).read_text(), regions=solution == "regions")
     return MARKER.format(pid=problem.id) + "\n" + body + "\n"
 
 

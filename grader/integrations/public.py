@@ -8,7 +8,9 @@ from __future__ import annotations
 from ..judge.public_checks import call_fixed, fixed_example_problems
 import torch
 
-from ..draw.scenarios import lens_to_mask, output_shapes
+from ..draw.scenarios import output_shapes
+from ..judge.context import returns_arrays
+from ..masks import rule
 
 FIXED = {"B": 2, "Tq": 3, "Tk": 4, "dq": 5, "dk": 6, "dv": 3, "h": 7, "H": 2}
 
@@ -19,10 +21,7 @@ def cases(problem) -> list[dict]:
     for variant in problem.variants:
         cfg = problem.fit(dict(FIXED), variant)
         ctor = problem.ctor_call(cfg, variant) if problem.is_module else None
-        lens = torch.tensor([cfg["Tk"], 2])
-        mask = {"lengths": lens.tolist(), "causal": True}.get(problem.mask_role)
-        if problem.mask_role == "mask":
-            mask = lens_to_mask(problem, cfg, lens).tolist()
+        mask = rule(problem).example(problem, cfg)
         out.append({
             "id": problem.id + "".join(f"-{v}" for v in variant.values()),
             "module": problem.id, "symbol": problem.symbol,
@@ -30,7 +29,7 @@ def cases(problem) -> list[dict]:
             "inputs": [_shape(t) for t in problem.inputs(cfg, torch.Generator().manual_seed(0))],
             "weights_at": problem.weights_index,
             "outputs": output_shapes(problem, cfg),
-            "mask": mask, "trailing": list(problem.trailing(cfg)), "numpy": problem.arrays == "numpy",
+            "mask": mask, "trailing": list(problem.trailing(cfg)), "numpy": returns_arrays(problem),
         })
     return out
 

@@ -8,8 +8,11 @@ import re
 import torch
 
 from .compare import mismatch
+from .registry import grader_groups, problem_hooks
+from ..run.hooks import HOOKS
 from ..draw.describe import call_text, error_text
-from ..draw.scenarios import causal_mask, lens_to_mask, output_shapes, score_shape
+from ..draw.scenarios import output_shapes, score_shape
+from ..masks import rule
 
 
 class Failed(Exception):
@@ -31,9 +34,6 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 an integer or boolean output (every Out role is values, weights, cache, lse or gradient)."""
 
 
-GRADER_GROUPS = ("imports", "source")
-"""Groups of calls the grader runs itself (a fresh-interpreter import, a reading of the source): no worker answers
-them, and their results carry no outputs."""
 
 
 def decode(problem, cases, results: dict) -> dict:
@@ -51,7 +51,7 @@ def _decode(problem, case, res):
     why = _refused(problem, case, res)
     if why is None:
         return res
-    if case.group == "ctor_error":  # judged by outcome alone (value_errors): it was accepted, whatever came back
+    if case.must_raise:  # judged by outcome alone: it was accepted, whatever came back
         return {"ok": True}
     return {"ok": False, "rejected": why,
             "error": {"type": "RejectedOutput", "text": why, "message": why, "value_error": False}}
@@ -59,11 +59,11 @@ def _decode(problem, case, res):
 
 def _refused(problem, case, res) -> str | None:
     """Why the result cannot be judged as it is (the learner's doing), or None."""
-    call, numpy = case.call, problem.arrays == "numpy"
+    call, numpy = case.call, returns_arrays(problem)
     want = call.get("dtype") if call.get("dtype") in _NAMES else None
     runs = res.get("outputs")
     if runs is None:
-        return None if call.get("construct") or case.group in GRADER_GROUPS else "nothing came back"
+        return None if call.get("construct") or case.group in grader_groups() else "nothing came back"
     n_out, repeat = call.get("n_out", len(problem.outputs)), call.get("repeat", 1)
     if not isinstance(runs, list) or len(runs) != repeat or not all(isinstance(r, list) for r in runs) \
             or not isinstance(res.get("devices", []), list):
@@ -116,6 +116,11 @@ def _grad_name(problem, key) -> str:
     return name if key.startswith("param:") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,99}", name) else "a parameter"
 
 
+def returns_arrays(problem) -> bool:
+    """The problem's calls return something other than tensors (NumPy arrays): a worker hook converts them."""
+    return any(HOOKS[name].noun for name in problem_hooks(problem))
+
+
 class Context:
     """What a judge sees: the spec, its cases, the learner's results and the reference's."""
 
@@ -165,15 +170,12 @@ class Context:
 
 
 def valid_mask(problem, case) -> torch.Tensor:
-    """Boolean, of the score matrix's shape (..., Tq, Tk): which key each query may attend in this call."""
+    """Boolean, of the score matrix's shape (..., Tq, Tk): which key each query may attend in this call (the
+    problem's mask rule reads its masking argument, or the argument's default where the call leaves it out)."""
     shape = score_shape(problem, case.cfg)
     args, at = case.call["args"], problem.mask_index
     arg = None if at is None else args[at] if at < len(args) else problem.call_defaults.get(problem.arg_names[at])
-    if arg is None or arg is False:
-        return torch.ones(shape, dtype=torch.bool)
-    if problem.mask_role == "causal":
-        return causal_mask(shape[-2], shape[-1]).expand(shape)
-    return (arg if problem.mask_role == "mask" else lens_to_mask(problem, case.cfg, arg)).expand(shape)
+    return rule(problem).allowed(problem, case.cfg, arg).expand(shape)
 
 
 STAGE_HINTS = (  # (first stage: the weights; then the other outputs)

@@ -6,14 +6,15 @@ import torch
 def call_fixed(target, ctor, input_shapes, mask, trailing=(), numpy=False):
     """Build (if ctor) and call target on seeded float64 inputs (a shape each, or {"values": integers} for an
     integer input such as positions), then `mask` (valid_lens as a list of ints, a boolean mask as nested lists,
-    a causal flag as a bool, or None for no masking argument) and `trailing`; its outputs."""
+    a causal flag as a bool, any other number as it is, or None for no masking argument) and `trailing`; its
+    outputs."""
     torch.manual_seed(0)
     if ctor is not None:
         target = target(*ctor[0], **ctor[1]).double().eval()
     inputs = [_input(s) for s in input_shapes]
     if numpy:
         inputs = [x.numpy() for x in inputs]
-    extra = [] if mask is None else [mask] if isinstance(mask, bool) else [torch.tensor(mask)]
+    extra = [] if mask is None else [mask] if isinstance(mask, (bool, int, float)) else [torch.tensor(mask)]
     with torch.no_grad():
         out = target(*inputs, *extra, *trailing)
     return [torch.as_tensor(o) for o in _flat(out if isinstance(out, (tuple, list)) else [out])]
@@ -47,7 +48,7 @@ def fixed_example_problems(target, ctor, input_shapes, output_shapes, mask, trai
         return [] if all(torch.isfinite(o).all() for o in out if o.is_floating_point()) else ["an output has NaN or inf"]
     weights = out[weights_at]
     keep = torch.ones(weights.shape, dtype=torch.bool)
-    if mask is not None and not isinstance(mask, bool):
+    if mask is not None and not isinstance(mask, (bool, int, float)):
         m = torch.tensor(mask)
         keep = m if m.dtype == torch.bool else torch.arange(weights.shape[-1]) < m.view(-1, *[1] * (weights.dim() - 1))
     keep = keep.expand_as(weights)

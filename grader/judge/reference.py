@@ -1,10 +1,22 @@
 """The reference solution of a problem, loaded in the grader's process (never in a worker)."""
 from __future__ import annotations
 
-from .. import REFERENCE_DIR
-from ..run.loader import load_symbol
+import sys
+
+from .. import REFERENCE_DIR, solution_path
+from ..run.loader import load_package, load_symbol
+
+PACKAGE = "attnkit_reference"
 
 
 def reference(problem):
-    """The reference's callable (function or class) for `problem`, from REFERENCE_DIR as package attnkit_reference."""
-    return load_symbol(REFERENCE_DIR, problem.id, problem.symbol, "attnkit_reference")
+    """The reference's callable (function or class) for `problem`, from its solution's folder (the kit's, or an
+    extension's), imported as package attnkit_reference: the kit's folder first, so that references import each
+    other."""
+    path = solution_path(problem.id)
+    if PACKAGE not in sys.modules:
+        load_package(REFERENCE_DIR, PACKAGE)
+    search = sys.modules[PACKAGE].__path__
+    if str(path.parent) not in search:
+        search.append(str(path.parent))
+    return load_symbol(path.parent, problem.id, problem.symbol, PACKAGE)

@@ -1,13 +1,25 @@
-"""The registry of checks. A check is one stage: an id, a title, the groups of calls it reads (each a
-builder `(problem, seed) -> [Case]`, by name), its judge `(Context) -> None` that raises Failed, and what
-it needs of a spec (roles, hooks). Stages register themselves (grader/judge/stages/); a spec lists the
-checks that apply to it, with their points."""
+"""The registry of checks. A check is one unit (grader/judge/checks/<id>.py): an id, a title, the groups of calls it
+reads (each a builder `(problem, seed) -> [Case]`, by name), its judge `(Context) -> None` that raises Failed, and in
+the same place what else it needs: worker hooks on every call of a problem that has it (`hooks`), extra expected
+values (`expected`), typed options a spec fills (`options`), the symptom detectors it contributes (`symptoms`, each
+with the catalogued mistake ids it may name) and what it needs of a spec (`needs`). Units register themselves; a
+spec lists the checks that apply to it, with their points, and their options by check id."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import SpecError
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """A detector `(problem, ctx, failing check ids) -> None (nothing seen) or the mistake ids it sees, in order of
+    preference`, and the mistake ids it may return (None: those of the problem's mask rule, grader/masks/)."""
+
+    detect: Callable
+    names: tuple[str, ...] | None
 
 
 @dataclass(frozen=True)
@@ -19,6 +31,17 @@ class Check:
     needs_cuda: bool = False
     needs: Callable = field(default=lambda problem: None)  # problem -> what it lacks for this check (None: nothing)
     diagnose: bool = True  # False: a verdict on the source, not on results; no catalogued mistake is looked for
+    hooks: Callable | None = None  # (problem, options) -> {hook name: options} for every call of the problem
+    expected: Callable | None = None  # (problem, cases, target, refs) -> None: extra reference values, into refs
+    options: type | None = None  # a dataclass: the spec's options["<id>"] as keyword arguments, validated at load
+    symptoms: tuple[Symptom, ...] = ()  # what its evidence shows, in mistake ids (diagnose/ loops over them)
+    evidence: Callable | None = None  # (problem, ctx) -> [lines]: what its results show, where no mistake is named
+    names: tuple[str, ...] = ()  # symptom ids its judge may give with a failure (Failed.symptom)
+    general: bool = False  # its calls are the general ones: a mistake that explains another check must not miss
+    # what the learner got wrong on them (diagnose/)
+    explained_alone: bool = False  # its calls only build or reject: a mistake may explain it without the general ones
+    runs_in_grader: bool = False  # its groups are answered by the grader itself (a fresh import, a reading of the
+    # source), never by a worker: their results carry no outputs
 
 
 CHECKS: dict[str, Check] = {}
@@ -36,9 +59,55 @@ def register(check: Check) -> Check:
     return check
 
 
+def options(problem, check_id: str):
+    """The typed options of check `check_id` for `problem` (its defaults where the spec gives none)."""
+    check = CHECKS[check_id]
+    return check.options(**(problem.options or {}).get(check_id, {})) if check.options else None
+
+
+def check_cases(ctx, check_id: str) -> list:
+    """Every case the check's builders drew (whatever group name each case carries)."""
+    groups = CHECKS[check_id].groups
+    return [c for c in ctx.cases.values() if c.builder in groups]
+
+
+def general_cases(ctx, problem) -> list:
+    """The cases of the problem's general checks (`general`), each once."""
+    seen = {}
+    for cid in problem.points:
+        if CHECKS[cid].general:
+            seen.update({c.key: c for c in check_cases(ctx, cid)})
+    return list(seen.values())
+
+
+def grader_groups() -> set[str]:
+    """Groups the grader answers itself (no worker result, no outputs)."""
+    return {g for c in CHECKS.values() if c.runs_in_grader for g in c.groups}
+
+
+def problem_hooks(problem) -> dict:
+    """{hook name: options}: the worker hooks the problem's checks put on every call of the problem."""
+    hooks = {}
+    for cid in problem.points:
+        check = CHECKS[cid]
+        if check.hooks is not None:
+            hooks.update(check.hooks(problem, options(problem, cid)))
+    return hooks
+
+
+def with_hooks(problem, cases: dict) -> dict:
+    """The cases, each call given the worker hooks of every check of the problem that declares some."""
+    hooks = problem_hooks(problem)
+    if hooks:
+        for case in cases.values():
+            case.call["hooks"] = {**hooks, **(case.call.get("hooks") or {})}
+    return cases
+
+
 def validate_checks(problem) -> None:
-    """Every check a spec gives points to is registered and applies to the spec's roles and hooks
-    (else a SpecError naming the spec and the field)."""
+    """Every check a spec gives points to is registered and applies to the spec's roles and hooks, and every
+    check's options the spec gives are those of a check it has, of the fields the check declares (else a SpecError
+    naming the spec and the field)."""
     where = f"spec grader/problems/{problem.id}.py: field points"
     for cid in problem.points:
         if cid not in CHECKS:
@@ -46,3 +115,15 @@ def validate_checks(problem) -> None:
         lacks = CHECKS[cid].needs(problem)
         if lacks:
             raise SpecError(f"{where}: check {cid!r} needs {lacks}")
+    for cid, given in (problem.options or {}).items():
+        field_ = f"spec grader/problems/{problem.id}.py: field options[{cid!r}]"
+        if cid not in problem.points or CHECKS[cid].options is None:
+            raise SpecError(f"{field_}: options for a check the spec does not have, or that takes none")
+        known = {f.name for f in dataclasses.fields(CHECKS[cid].options)}
+        unknown = set(given) - known
+        if unknown:
+            raise SpecError(f"{field_}: unknown option(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
+        try:
+            options(problem, cid)
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"{field_}: {exc}") from None

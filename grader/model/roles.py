@@ -12,9 +12,6 @@ ARG_ROLES = {
     "scores": "attention scores; the last axis is the key axis",
     "tensor": "any other input tensor (x, grad_output)",
     "parameter": "a weight passed as an argument",
-    "lengths": "valid_lens: key j is allowed for a query when j < valid_len",
-    "mask": "a boolean mask broadcastable to the weights, True = attend",
-    "causal": "a flag: key j is allowed for query i when j <= i + (Tk - Tq)",
     "positions": "integer positions of the rows",
     "cache": "keys and values of earlier positions",
     "scalar": "a number or a setting",
@@ -22,8 +19,15 @@ ARG_ROLES = {
 }
 """The roles an argument can play: checks find arguments by role, never by name."""
 
-MASK_ROLES = ("lengths", "mask", "causal")
-"""Roles that decide which keys a query may attend (a call has at most one)."""
+MASK_ROLES: dict[str, str] = {}
+"""Roles that decide which keys a query may attend (a call has at most one): one per mask rule (grader/masks/),
+added by `register_mask_role` when the rule is loaded."""
+
+
+def register_mask_role(role: str, doc: str) -> None:
+    """A mask rule's argument role: a masking role, and an argument role like the others."""
+    MASK_ROLES[role] = ARG_ROLES[role] = doc
+
 
 OUT_ROLES = {
     "values": "attention output (or any other computed tensor)",

@@ -88,7 +88,6 @@ class Problem:
     ctor_errors: tuple[tuple[dict, str, tuple[str, ...]], ...] = ()
     mistakes: tuple[Mistake, ...] = ()
     requires: tuple[str, ...] = ()  # problems whose module this one imports (their failures explain ours)
-    arrays: str = "torch"  # "numpy": the call receives and returns NumPy arrays
     trailing: Callable = lambda cfg: []  # arguments after the inputs and the masking argument (chunked's max_elements)
     oracle: Callable | None = None  # float64 call -> outputs, from a library implementation we did not write
     banned: tuple[str, ...] = ()  # torch functions / aten operators the learner's code may not call
@@ -106,6 +105,9 @@ class Problem:
     call_errors: Callable = lambda cfg: ()  # functions: ({arg name: value}, why, words) that must raise ValueError
     # check id -> who sees its result on Gradescope (VISIBILITIES), over `attnkit gradescope build --visibility`
     visibility: dict | None = None
+    # check id -> {option: value}: the check's typed options (its `options` dataclass, judge/registry.py), validated
+    # when the spec loads
+    options: dict | None = None
     track: str = ""  # the track (grader/model/tracks.py) this problem belongs to
     after: tuple[str, ...] = ()  # problems to solve first (besides `requires`): what this one builds on
     # Simplified Chinese: title, summary, hints, class_doc, statements (one per method), mistakes {id: (name, explain, hint)}

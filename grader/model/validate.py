@@ -1,8 +1,8 @@
 """Validating a spec when it is loaded: every field the rest of the kit relies on, with a message naming the
-spec and the field. (Check ids are validated against the checks' registry by judge/checks.py.)"""
+spec and the field. (Check ids are validated against the checks' registry by judge/registry.py.)"""
 from __future__ import annotations
 
-from .. import REFERENCE_DIR
+from .. import solution_path
 from ..errors import SpecError
 from .roles import ARG_ROLES, MASK_ROLES, OUT_ROLES
 from .spec import DIMS, VISIBILITIES, Problem
@@ -51,7 +51,7 @@ def _translations(problem: Problem, where: str) -> None:
 
 
 def _patches(problem: Problem, where: str) -> None:
-    path = REFERENCE_DIR / f"{problem.id}.py"
+    path = solution_path(problem.id)
     if not path.is_file():
         raise SpecError(f"{where}: no reference solution {path}")
     source = path.read_text()
@@ -65,15 +65,13 @@ def _patches(problem: Problem, where: str) -> None:
 def _roles(problem: Problem, where: str) -> None:
     """The call's arguments and outputs each declare a known role; at most one argument decides masking and at
     most one output is the weights; every output's dims are named dims."""
-    if problem.arrays not in ("torch", "numpy"):
-        raise SpecError(f"{where}: field arrays is {problem.arrays!r}, not 'torch' or 'numpy'")
     method = f"methods[{len(problem.methods) - 1}]"
     for a in problem.args:
         if a.role not in ARG_ROLES or a.role == "config":
             raise SpecError(f"{where}: field {method}.args: argument {a.name!r} has role {a.role!r} "
                             f"(known: {', '.join(r for r in ARG_ROLES if r != 'config')})")
     if len(problem.arg_index(*MASK_ROLES)) > 1:
-        raise SpecError(f"{where}: field {method}.args: more than one argument with a masking role {MASK_ROLES}")
+        raise SpecError(f"{where}: field {method}.args: more than one argument with a masking role {tuple(MASK_ROLES)}")
     if not problem.returns:
         raise SpecError(f"{where}: field {method}.returns: the call returns nothing")
     for o in problem.returns:

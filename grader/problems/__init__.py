@@ -5,7 +5,9 @@ import functools
 import importlib
 import pkgutil
 
+from .. import masks  # noqa: F401 - the mask rules' roles are known before any spec is validated
 from ..errors import BadInput, SpecError
+from ..extensions import modules
 from ..model.i18n import current, localize
 from ..model.spec import Problem
 from ..model.tracks import TRACKS
@@ -17,12 +19,12 @@ def _specs() -> dict:
     first use, not when this package is imported: the pytest plugin imports the kit in every project, and specs
     import torch."""
     specs = {}
-    for m in pkgutil.iter_modules(__path__):
-        if not m.name.startswith("_"):
-            try:
-                specs[m.name] = importlib.import_module(f"{__name__}.{m.name}").PROBLEM
-            except Exception as exc:  # noqa: BLE001 - a broken spec is reported as a SpecError by get()
-                specs[m.name] = exc
+    names = [f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+    for name in names + modules("problems"):  # the kit's specs, then those of extensions (grader/extensions.py)
+        try:
+            specs[name.rsplit(".", 1)[1]] = importlib.import_module(name).PROBLEM
+        except Exception as exc:  # noqa: BLE001 - a broken spec is reported as a SpecError by get()
+            specs[name.rsplit(".", 1)[1]] = exc
     return specs
 
 

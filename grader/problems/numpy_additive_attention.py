@@ -135,7 +135,6 @@ PROBLEM = Problem(
     inputs=_inputs,
     amplify=_amplify,
     mistakes=MISTAKES,
-    arrays="numpy",
     track="warm-up",
     zh=ZH,
 )

@@ -9,17 +9,10 @@ both sides are driven identically. A call is a plain dict:
   train:     module mode; seed: torch.manual_seed before the call; repeat: how many calls
   grad_out:  None, or one tensor (or None: not differentiated) per output: gradients of sum(output * grad_out)
   device:    "cpu" or "cuda"; dtype: the float dtype's name (module parameters are cast to it); n_out: how many tensors the call returns (1 or 2)
-  arrays:    "numpy": the function receives NumPy copies of the tensors and must return NumPy arrays
-  banned:    names of torch functions the call may not reach (intercept.Banned)
-  measure:   True to record the largest tensor the forward allocates (result "peak"); "resident": only the process's
-             resident-memory growth (a call measured from outside by the grader, where the dispatch mode would only
-             slow it down)
   structure: None, or the outputs' nesting as group sizes ([1, 2]: output, (k, v)); outputs come back flat
-  chain:     None, or {"sizes", "split", "dim", "carry", "carry_outputs"}: argument `split` is cut along `dim` into
-             pieces of `sizes`, and the call runs once per piece, argument `carry` being the previous run's
-             outputs `carry_outputs` (a cache); the outputs are the pieces' outputs concatenated, the carried
-             ones the last run's
-  no_autograd: True to refuse automatic differentiation during the call (run/no_autograd.py)
+  hooks:     {name: options}: worker-side hooks (run/hooks/: a chain of calls, an allocation measurement, autograd
+             refused, banned functions, NumPy arrays, or an extension's), each declared by the check or spec
+             option that needs it
 The result holds only plain tensors on the CPU, strings, numbers, lists and dicts.
 """
 from __future__ import annotations
@@ -28,8 +21,7 @@ import contextlib
 
 import torch
 
-from .intercept import Banned, Peak, ResidentPeak
-from .no_autograd import FORWARD_OPS, NoAutograd, refusal
+from .hooks import Hook, active
 
 
 class CallError(Exception):
@@ -62,21 +54,17 @@ def execute(call: dict, target) -> dict:
         load_state(fn, call.get("state") or {})
         fn.train(bool(call.get("train")))
     want_grad = call.get("grad_out") is not None
-    numpy = call.get("arrays") == "numpy"
+    hooks = active(call)
+    convert = next((h for h, _ in hooks if h.noun), None)  # a hook that converts what the call returns
     with _ours("preparing the inputs"):
-        args = [_prepare(a, device, want_grad, numpy) for a in call["args"]]
+        args = [_prepare(a, device, want_grad, hooks) for a in call["args"]]
         before = [_copy(a) for a in args]
         _seed(device, call.get("seed", 0))
-    peak = Peak() if call.get("measure") is True else contextlib.nullcontext()
-    resident = ResidentPeak() if call.get("measure") else contextlib.nullcontext()
-    refusals = {op: refusal for op in FORWARD_OPS}
-    banned = Banned(call["banned"], refusals) if call.get("banned") else contextlib.nullcontext()
-    no_autograd = NoAutograd() if call.get("no_autograd") else contextlib.nullcontext()
-    with banned, no_autograd, resident, peak:
-        runs = [_run(fn, args, call, numpy) for _ in range(call.get("repeat", 1))]
-    if call.get("measure"):
-        seen = (peak.elements, peak.op, peak.ops) if isinstance(peak, Peak) else (0, None, 0)
-        result["peak"] = {"elements": seen[0], "op": seen[1], "ops": seen[2], "resident_kb": resident.kb}
+    with contextlib.ExitStack() as stack:
+        states = [stack.enter_context(h.around(options)) for h, options in hooks]
+        runs = [_run(fn, args, call, hooks, convert) for _ in range(call.get("repeat", 1))]
+    for (h, options), state in zip(hooks, states):
+        h.finish(options, state, result)
     outs = runs[0]
     with _ours("reading the outputs"):
         result["outputs"] = [[o.detach().cpu() for o in run] for run in runs]
@@ -101,19 +89,16 @@ def _seed(device, seed: int) -> None:
         torch.cuda.manual_seed(seed)
 
 
-def _run(fn, args, call, numpy) -> list:
-    """One run of the call: the function once, or once per piece of a chain (a prefill, then decoding steps)."""
-    n_out, structure, chain = call["n_out"], call.get("structure"), call.get("chain")
-    if not chain:
-        return _outputs(fn(*args), n_out, numpy, structure, call.get("names"))
-    carry = chain["carry_outputs"]
-    carried, runs = args[chain["carry"]], []
-    for piece in torch.split(args[chain["split"]], chain["sizes"], dim=chain["dim"]):
-        step = list(args)
-        step[chain["split"]], step[chain["carry"]] = piece, carried
-        runs.append(_outputs(fn(*step), n_out, numpy, structure, call.get("names")))
-        carried = tuple(runs[-1][i] for i in carry)
-    return [runs[-1][i] if i in carry else torch.cat([r[i] for r in runs], dim=chain["dim"]) for i in range(n_out)]
+def _run(fn, args, call, hooks, convert) -> list:
+    """One run of the call: the function once, or as a hook runs it (a chain: a prefill, then decoding steps)."""
+    n_out, structure, names = call["n_out"], call.get("structure"), call.get("names")
+    options = (call.get("hooks") or {}).get(convert.name) if convert else None
+
+    def once(f, a):
+        return _outputs(f(*a), n_out, convert, options, structure, names)
+
+    runner = next(((h, o) for h, o in hooks if type(h).run is not Hook.run), None)
+    return runner[0].run(runner[1], fn, args, once) if runner else once(fn, args)
 
 
 def flat_inputs(args) -> list:
@@ -121,15 +106,16 @@ def flat_inputs(args) -> list:
     return [t for a in args for t in (a if isinstance(a, tuple) else (a,))]
 
 
-def _prepare(a, device, want_grad, numpy=False):
+def _prepare(a, device, want_grad, hooks=()):
     if isinstance(a, (tuple, list)):  # a cache (k, v): the wire carries it as a list
-        return tuple(_prepare(t, device, False, numpy) for t in a)
+        return tuple(_prepare(t, device, False, hooks) for t in a)
     if not isinstance(a, torch.Tensor):
         return a
-    if numpy:
-        return a.numpy().copy()
     a = a.to(device).clone()
-    return a.requires_grad_() if want_grad and a.is_floating_point() else a
+    a = a.requires_grad_() if want_grad and a.is_floating_point() else a
+    for h, options in hooks:
+        a = h.prepare(options, a)
+    return a
 
 
 def load_state(module, state: dict) -> None:
@@ -151,26 +137,21 @@ def _copy(a):
     return a.copy() if type(a).__module__ == "numpy" and hasattr(a, "copy") else None
 
 
-def _outputs(value, n_out: int, numpy: bool = False, structure=None, names=None) -> list:
+def _outputs(value, n_out: int, convert=None, options=None, structure=None, names=None) -> list:
     if structure:  # nested outputs, e.g. (output, (k, v)): checked, then spread out
         value = _flatten(value, structure, names or [f"output {i}" for i in range(n_out)])
     elif n_out == 1:
         value = (value,)
-    kind = "NumPy array" if numpy else "tensor"
+    kind = convert.noun if convert else "tensor"
     what = f"a {kind}" if n_out == 1 else f"a tuple of {n_out} {kind}s"
     if not isinstance(value, (tuple, list)) or len(value) != n_out:
         raise CallError(f"returned {_kind(value)}, expected {what}")
     labels = names if names and len(names) == n_out else [f"output {i}" for i in range(n_out)]
-    if numpy:
-        import numpy as np
-
-        for label, v in zip(labels, value):
-            if not isinstance(v, np.ndarray):
-                raise CallError(f"returned {_kind(v)} where a numpy.ndarray was expected")
-            if v.dtype.kind != "f" or v.dtype.itemsize not in (2, 4, 8):
-                raise CallError(f"returned {label} as an array of dtype {v.dtype.name} where a floating-point array "
-                                "(float16, float32 or float64: the inputs' dtype) was expected")
-        return [torch.from_numpy(np.array(v)) for v in value]
+    if convert:
+        try:
+            return [convert.convert(options, v, label) for label, v in zip(labels, value)]
+        except ValueError as exc:
+            raise CallError(str(exc)) from None
     for label, v in zip(labels, value):
         if type(v) is not torch.Tensor and not isinstance(v, torch.nn.Parameter):
             raise CallError(f"returned {_kind(v)} where a torch.Tensor was expected")

@@ -117,6 +117,13 @@ def message(frame: bytes) -> dict:
     raise Malformed(f"unknown message {sorted(map(str, msg))[:3]}")
 
 
+def hook_fields() -> dict:
+    """Result field -> (required, optional) {name: type}: what the worker hooks add to a call's result."""
+    from .hooks import HOOKS
+
+    return {name: schema for h in HOOKS.values() for name, schema in h.fields.items()}
+
+
 def result(res) -> dict:
     """One call's result, checked field by field; learner text cleaned."""
     if not isinstance(res, dict) or not isinstance(res.get("ok"), bool):
@@ -143,10 +150,10 @@ def result(res) -> dict:
             out[key] = _list(value, lambda t: None if t is None else _tensor(t))
         elif key == "grads":
             out[key] = {_str(n): (None if g is None else _tensor(g)) for n, g in _dict(value).items()}
-        elif key == "peak":
-            peak = _dict(value, {"elements": int, "ops": int},
-                         {"op": (str, type(None)), "resident_kb": (int, type(None))})
-            out[key] = {**peak, "op": None if peak.get("op") is None else clean(peak["op"], 200)}
+        elif key in hook_fields():  # a worker hook's own entry (run/hooks/), checked against its declared fields
+            required, optional = hook_fields()[key]
+            entry = _dict(value, required, optional)
+            out[key] = {k: clean(v, 200) if isinstance(v, str) else v for k, v in entry.items()}
         else:
             raise Malformed(f"an unknown field {key!r:.40}")
     return out

@@ -25,8 +25,9 @@ from pathlib import Path
 from ..errors import BadInput
 from .sandbox import SUBMISSION, under, hidden_paths
 
-WORKER_MODULES = ("__init__", "run/__init__", "run/dropout", "run/harness", "run/intercept", "run/jail_server", "run/no_autograd",
-                  "run/loader", "run/sandbox", "run/wire", "run/worker")  # all a worker imports, bound one by one
+WORKER_MODULES = ("__init__", "extensions", "run/__init__", "run/harness", "run/intercept", "run/jail_server",
+                  "run/no_autograd", "run/loader", "run/sandbox", "run/wire", "run/worker", "run/hooks/__init__")
+"""All a worker imports, bound one by one; and every worker hook (run/hooks/*.py, `worker_modules()`)."""
 PACKAGE = __name__.split(".")[0]
 CODE_DIR = "/attnkit-worker"  # where the worker modules appear inside
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -34,6 +35,12 @@ SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime")
 INSTALL = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
 MODES = ("auto", "bwrap", "off")
 TMP_BYTES = 64 << 20  # the private /tmp
+
+
+def worker_modules(code: Path) -> tuple[str, ...]:
+    """WORKER_MODULES and the hook modules beside them (each hook a file of run/hooks/)."""
+    return WORKER_MODULES + tuple(f"run/hooks/{p.stem}" for p in sorted((code / "run" / "hooks").glob("*.py"))
+                                  if p.stem != "__init__")
 
 
 def namespaces() -> list[str]:
@@ -104,7 +111,7 @@ def command(scratch: str, hide: tuple[str, ...] = ()) -> list[str]:
         if any(under(path, d) for d in [*dirs, *SYSTEM]):
             args += ["--tmpfs", path, "--remount-ro", path]
     code = Path(__file__).resolve().parent.parent  # the package's folder
-    for name in WORKER_MODULES:
+    for name in worker_modules(code):
         args += ["--ro-bind", str(code / f"{name}.py"), f"{CODE_DIR}/{PACKAGE}/{name}.py"]
     args += _gpu()
     args += ["--bind", scratch, SUBMISSION, "--chdir", SUBMISSION]

@@ -48,9 +48,10 @@ FLAGS = (("cpu_seconds", "--cpu-limit", "SECONDS", "CPU seconds per problem's wo
 
 def hidden_paths() -> list[str]:
     from .. import REFERENCE_DIR, ROOT
+    from ..extensions import solution_dirs
 
     grader_dir = Path(__file__).resolve().parent.parent  # the package's folder
-    kit = [REFERENCE_DIR, grader_dir]
+    kit = [REFERENCE_DIR, *solution_dirs(), grader_dir]
     if grader_dir == ROOT / "grader":  # a checkout (not a wheel in site-packages): its tests, state and history
         kit += [ROOT / "tests", ROOT / ".attnkit", ROOT / ".git"]  # .git holds them all
     return [str(p) for p in kit if p.exists()]

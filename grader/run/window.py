@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from . import cgroup
+from .hooks import outside
 from .wire import dumps
 
 
@@ -54,7 +55,7 @@ class Measured:
             except OSError:
                 self.memory.window = None
         if self.memory is not None and self.memory.window is not None:  # measured here, from outside: the worker's
-            calls = [{**c, "measure": False} if c.get("measure") == "resident" else c for c in calls]  # own count is not
+            calls = [outside(c) for c in calls]  # own count is not
         self.deadline = time.monotonic() + self.timeout  # the window's calls get a time limit of their own
         try:
             self.send(dumps(calls))

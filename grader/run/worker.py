@@ -21,7 +21,7 @@ def serve(conn, log, module: str, symbol: str, enter) -> None:
     _redirect_output(log)
     import torch
 
-    from . import harness, intercept, no_autograd
+    from . import harness, hooks
 
     torch.set_num_threads(1)
     cuda = torch.cuda.is_available()
@@ -39,15 +39,12 @@ def serve(conn, log, module: str, symbol: str, enter) -> None:
         calls = loads(conn.recv_bytes())  # read the first batch before any learner code runs
     except EOFError:
         return
-    if any(c.get("measure") for c in calls):  # memory calls: the process's pages follow its live tensors
-        intercept.steady_heap()
-    if any(c.get("no_autograd") for c in calls):  # for the worker's whole life, before the learner's import
-        no_autograd.disable_engine()
-    banned = next((c.get("banned") for c in calls if c.get("banned")), None)
-    if banned:  # below Python's modes, which the learner's code could switch off
-        refusals = {op: no_autograd.refusal for op in no_autograd.FORWARD_OPS}
-        intercept.ban_kernels(banned, refusals)
-        intercept.guard_functions(banned, refusals)
+    first = {}
+    for c in calls:  # each hook's first options, set up for the worker's whole life before the learner's import
+        for name, options in (c.get("hooks") or {}).items():
+            first.setdefault(name, options)
+    for h, options in hooks.active({"hooks": first}):
+        h.setup(options)
     try:
         target = load_symbol(Path(work), module, symbol, PACKAGE)
     except NotStarted as exc:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..context import Failed
 from ..registry import Check, register
-from ..scan import enforced, refused
+from ..scan import enforced, no_autograd, refused
 from ...draw.scenarios import Case
 
 MAX_SHOWN = 8
@@ -31,6 +31,9 @@ def check_capabilities(ctx):
 
 
 register(Check("capabilities", "uses only what the contract allows (source read)", {"source": group_source},
-               check_capabilities, diagnose=False,
+               check_capabilities, diagnose=False, runs_in_grader=True,
+               # the contract's refusals, on every call of the problem (run/hooks/ban.py, run/hooks/no_autograd.py)
+               hooks=lambda p, _: {**({"ban": list(p.banned)} if p.banned else {}),
+                                   **({"no_autograd": True} if no_autograd(p) else {})},
                needs=lambda p: None if enforced(p) else "a contract the worker enforces (banned calls, a memory bound, "
                "or gradients by hand)"))

@@ -3,7 +3,12 @@ from __future__ import annotations
 
 from ..context import Failed
 from ..registry import Check, register
-from ...draw.groups import group_imports
+from ...draw.scenarios import Case
+
+
+def group_imports(problem, seed):
+    """One import check, run by the grader in a fresh, sandboxed interpreter (grader/run/probe.py), not by a worker."""
+    return [Case("imports/fresh", "imports", {}, {}, {"args": []}, reference=False)]
 
 
 def check_no_torch(ctx):
@@ -16,4 +21,4 @@ def check_no_torch(ctx):
 
 
 register(Check("no_torch", "imports no torch (checked in a fresh Python)", {"imports": group_imports}, check_no_torch,
-               needs=lambda p: None if p.arrays == "numpy" else "a NumPy problem (arrays='numpy')"))
+               runs_in_grader=True, names=("imports_torch",), hooks=lambda p, _: {"arrays": True}))  # every call takes and returns NumPy arrays

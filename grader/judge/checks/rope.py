@@ -7,7 +7,7 @@ import torch
 
 from ..compare import tolerance
 from ..registry import Check, register
-from ...draw.groups import each_case, case_key, with_args
+from ...draw.groups import case_key, each_case, with_args
 from ...draw.scenarios import Case, base_call
 
 START = 1000

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from ..compare import mismatch, tolerance
 from ..registry import Check, register
+from ...model.spec import Problem
 from ...draw.groups import case_key, each_case, with_args
 from ...draw.scenarios import Case, base_call, make_mask, mask_kinds
-from ...model.spec import Problem
 
 
 def group_block_pairs(problem, seed):

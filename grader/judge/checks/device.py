@@ -4,7 +4,24 @@ from __future__ import annotations
 from ..compare import tolerance
 from ..context import compare_all
 from ..registry import Check, register
-from ...draw.groups import group_cuda, group_half
+from ...draw.groups import case_key, each_case, form
+from ...draw.scenarios import Case, base_call, cast, make_mask
+
+
+def group_cuda(problem, seed, dtypes=("float64", "float32"), group="cuda"):
+    cases = []
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        if ci != 0:
+            continue
+        call = base_call(problem, cfg, variant, gen(group), make_mask(problem, "query", cfg, gen(group, "lens")))
+        for dt in dtypes:
+            cases.append(Case(case_key(group, vi, ci, dt), group, variant, cfg, dict(cast(call, dt), device="cuda"),
+                              lens=form(problem, "query")))
+    return cases
+
+
+def group_half(problem, seed):
+    return group_cuda(problem, seed, ("float16", "bfloat16"), "half")
 
 
 def check_device(group: str):

@@ -4,10 +4,45 @@ from __future__ import annotations
 import torch
 
 from ..compare import argmax_index, tolerance
-from ..context import valid_mask
+from ..context import returns_arrays, valid_mask
 from ..registry import Check, register
-from ...draw.groups import group_base, group_float32
-from ...draw.scenarios import dim_names, output_shapes
+from ...draw.groups import NEGATIVE, case_key, each_case, form, negative_cases, pairwise, with_args
+from ...draw.scenarios import Case, base_call, dim_names, make_mask, mask_kinds, output_shapes
+
+
+def group_base(problem, seed):
+    """Float64, eval(): every pair of variant and config, of variant and masking kind and of config and masking
+    kind at least once (pairwise: each factor's interactions with each other factor, not their full product); the
+    same for block settings, where the problem has them; on config 0, also every valid score far below 0 (about
+    NEGATIVE) next to masked keys, where the spec can arrange it."""
+    cells = list(each_case(problem, seed))
+    kinds = {(vi, ci): mask_kinds(problem, cfg) for vi, _, ci, cfg, _ in cells}
+    chosen = pairwise(kinds)
+    cases = [
+        Case(case_key("base", vi, ci, kind), "base", variant, cfg,
+             base_call(problem, cfg, variant, gen(), make_mask(problem, kind, cfg, gen("lens", kind))), lens=kind)
+        for vi, variant, ci, cfg, gen in cells for kind in kinds[(vi, ci)] if (vi, ci, kind) in chosen
+    ]
+    blocks = {(vi, ci): tuple(range(len(problem.blocks(cfg)))) for vi, _, ci, cfg, _ in cells}
+    chosen = pairwise(blocks)
+    for vi, variant, ci, cfg, gen in cells:
+        for bi, overrides in enumerate(problem.blocks(cfg)):
+            if (vi, ci, bi) not in chosen:
+                continue
+            kind = form(problem, "query")
+            call = base_call(problem, cfg, variant, gen("block", bi), make_mask(problem, kind, cfg, gen("block", bi, "lens")))
+            cases.append(Case(case_key("base", vi, ci, f"block{bi}"), "base", variant, cfg, with_args(problem, call, overrides),
+                              lens=kind, tags=frozenset({"block"})))
+    return cases + negative_cases(problem, seed, "base", NEGATIVE, "float64")
+
+
+def group_float32(problem, seed):
+    return [
+        Case(case_key("f32", vi, ci), "f32", variant, cfg,
+             base_call(problem, cfg, variant, gen(), make_mask(problem, "query", cfg, gen("lens", "query")),
+                       dtype="float32"), lens=form(problem, "query"))
+        for vi, variant, ci, cfg, gen in each_case(problem, seed)
+    ]
 
 
 def check_shapes(ctx):
@@ -56,7 +91,7 @@ def check_side_effects(ctx):
             want = getattr(torch, case.call["dtype"])
             if g.dtype != want:
                 how = ("no float64 constants: np.exp, @ and sums keep float32 when every operand is float32"
-                       if ctx.problem.arrays == "numpy" else "use dtype=x.dtype or torch.*_like")
+                       if returns_arrays(ctx.problem) else "use dtype=x.dtype or torch.*_like")
                 ctx.fail(case, f"{name} came back as {str(g.dtype).replace('torch.', '')}, expected "
                          f"{str(want).replace('torch.', '')} (the inputs' dtype): create nothing with a fixed dtype ({how})")
         if any(d != "cpu" for d in res["devices"]):

@@ -4,9 +4,21 @@ from __future__ import annotations
 import torch
 
 from ..compare import argmax_index, mismatch, tolerance
-from ..context import compare_all, valid_mask
+from ..context import compare_all, returns_arrays, valid_mask
 from ..registry import Check, register
-from ...draw.groups import group_grad
+from ...draw.groups import case_key, each_case, form
+from ...draw.scenarios import Case, base_call, make_mask
+
+
+def group_grad(problem, seed):
+    """Gradients on configs 0 and 3, with every query seeing at least one key."""
+    return [
+        Case(case_key("grad", vi, ci, kind), "grad", variant, cfg,
+             base_call(problem, cfg, variant, gen("grad"), make_mask(problem, kind, cfg, gen("glens", kind), low=1),
+                       grad=True), lens=kind)
+        for vi, variant, ci, cfg, gen in each_case(problem, seed) if ci in (0, 3)
+        for kind in dict.fromkeys(form(problem, k) for k in ("batch", "query"))
+    ]
 
 
 def check_gradients(ctx):
@@ -39,4 +51,4 @@ def _at_masked_key(ctx, case, got, expected) -> bool:
 
 
 register(Check("gradients", "gradients of inputs and parameters", {"grad": group_grad}, check_gradients,
-               needs=lambda p: None if p.arrays == "torch" else "a torch problem"))
+               needs=lambda p: None if not returns_arrays(p) else "a torch problem"))

@@ -6,8 +6,39 @@ import torch
 from ..compare import mismatch, tolerance
 from ..context import compare_all
 from ..registry import Check, register
-from ...draw.groups import group_dropout
-from ...run.dropout import dropped_weights
+from ...draw.scenarios import as_reference
+from .dropout_solve import affine_map, dropped_weights
+from ...draw.groups import case_key
+from ...draw.scenarios import Case, base_call, generator, make_mask
+
+
+DROPOUT_DIMS = {"B": 2, "Tq": 4, "Tk": 3, "H": 2, "dq": 5, "dk": 4, "dv": 7, "h": 3}
+"""Dims of the dropout calls: each output row (dv = 7, or E = H*dq = 10) has more entries than the
+dropped weights that make it (H*Tk = 6), so the grader can solve the output for them (judge/checks/dropout_solve.py)."""
+
+
+DROPOUT_P = ((0.3, 7), (0.6, 8))
+"""(p, seed) of the train() calls: two values of p, so that a hard-coded p fails; 48 weights each, so that a
+correct dropout keeps all or drops all of them with probability below 1e-7."""
+
+
+def group_dropout(problem, seed):
+    """Each variant: eval() twice with dropout=0.5, train() once per DROPOUT_P, and train() with the
+    constructor's default dropout (0.0: exactly the eval() result)."""
+    cases = []
+    for vi, variant in enumerate(problem.variants):
+        cfg = problem.fit(dict(DROPOUT_DIMS), variant)
+        gen = lambda *p, vi=vi: generator(seed, problem.id, vi, "dropout", *p)  # noqa: E731
+        call = base_call(problem, cfg, variant, gen(), make_mask(problem, "batch", cfg, gen("lens"), low=1))
+        key = lambda *rest, vi=vi: case_key("dropout", vi, "d", *rest)  # noqa: E731
+        eval_call = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=0.5), repeat=2)
+        cases.append(Case(key("eval"), "dropout", variant, cfg, eval_call, lens="batch"))
+        for i, (p, s) in enumerate(DROPOUT_P):
+            train = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=p), train=True, seed=s)
+            cases.append(Case(key("train", i), "dropout", variant, cfg, train, lens="batch", meta={"p": p}))
+        default = dict(call, ctor=problem.ctor_call(cfg, variant), train=True, seed=9)  # the default: no dropout
+        cases.append(Case(key("train", "default"), "dropout", variant, cfg, default, lens="batch"))
+    return cases
 
 
 def check_dropout(ctx):
@@ -77,6 +108,16 @@ def _judge_dropped(ctx, case, out, counts) -> None:
     counts["dropped"] += int(dropped.sum())
 
 
+def _reveal(problem, cases, target, refs) -> None:
+    """Where dropout acts, for each train() call with a p: the reference's output as a function of its dropped
+    weights (refs[key]["reveal"])."""
+    for k, c in cases.items():
+        if c.group == "dropout" and "p" in c.meta:
+            refs[k]["reveal"] = affine_map(target, as_reference(c.call), problem.weights_index, problem.out_index("values"))
+
+
 register(Check("dropout", "eval() exact; train() drops; weights pre-dropout", {"dropout": group_dropout}, check_dropout,
+               expected=_reveal,
+               names=("dropout_in_eval", "weights_after_dropout", "dropout_misplaced", "dropout_wrong_p"),
                needs=lambda p: None if p.is_module and p.weights_index is not None and p.out_index("values") is not None
                else "a module problem with outputs with roles 'values' and 'weights'"))

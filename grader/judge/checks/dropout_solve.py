@@ -1,4 +1,4 @@
-"""Where dropout acts: the reference's output as an affine function of its dropped weights.
+"""The dropout check's solver (judge/checks/dropout.py). Where dropout acts: the reference's output as an affine function of its dropped weights.
 
 With dropout, output = G(D * weights) for the contract's modules: G is affine (the values, heads
 and W_o), D is 0 or 1/(1-p) per entry. The reference module, with its nn.Dropout replaced by an
@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .harness import load_state
+from ...run.harness import load_state
 
 
 class _Inject(nn.Module):

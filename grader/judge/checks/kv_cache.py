@@ -33,7 +33,7 @@ def group_cache_chain(problem, seed):
         for si, sizes in enumerate(SPLITS):
             chain = {"sizes": list(sizes), "split": split, "dim": _axis(problem), "carry": carry,
                      "carry_outputs": carry_outputs}
-            cases.append(Case(case_key("chain", vi, ci, si), "chain", variant, cfg, dict(call, chain=chain),
+            cases.append(Case(case_key("chain", vi, ci, si), "chain", variant, cfg, dict(call, hooks={"chain": chain}),
                               meta={"sizes": sizes}))
     return cases
 

@@ -6,7 +6,9 @@ import torch
 from ..compare import mismatch, tolerance
 from ..context import compare_all, valid_mask
 from ..registry import Check, register
-from ...draw.groups import group_base, group_float32
+from ...draw.scenarios import as_reference
+from .outputs import group_base, group_float32
+from .parity_symptoms import SYMPTOMS, evidence
 
 
 def check_parity(group: str, dtype: str):
@@ -37,8 +39,16 @@ def check_oracle(ctx):
 
 
 register(Check("parity_float64", "same values as the reference, float64", {"base": group_base},
-               check_parity("base", "float64")))
+               check_parity("base", "float64"), general=True, symptoms=SYMPTOMS, evidence=evidence))
 register(Check("parity_float32", "same values as the reference, float32", {"f32": group_float32},
                check_parity("f32", "float32")))
+def _oracle_values(problem, cases, target, refs) -> None:
+    """A library implementation's outputs on the same float64 calls (refs[key]["oracle"])."""
+    for k, c in cases.items():
+        if c.group == "base":
+            refs[k]["oracle"] = [o.detach() for o in problem.oracle(as_reference(c.call))]
+
+
 register(Check("oracle", "same values as an independent oracle (PyTorch's own)", {"base": group_base}, check_oracle,
+               expected=_oracle_values,
                needs=lambda p: None if p.oracle is not None else "an oracle (a library implementation)"))

@@ -4,7 +4,34 @@ from __future__ import annotations
 from ..context import Failed
 from ..registry import Check, register
 from ...draw.describe import call_text, ctor_text, error_text
-from ...draw.groups import group_call_errors, group_ctor
+from ...draw.groups import case_key, each_case, with_args
+from ...draw.scenarios import Case, base_call, make_mask
+
+
+def group_ctor(problem, seed):
+    cases = []
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        call = {"ctor": problem.ctor_call(cfg, variant), "construct": True}
+        cases.append(Case(case_key("ctor", vi, ci), "ctor", variant, cfg, call))
+    for i, (kwargs, why, words) in enumerate(problem.ctor_errors):
+        items = list(kwargs.items())
+        ctor = {"args": [v for _, v in items[: problem.ctor_required]], "kwargs": dict(items[problem.ctor_required :])}
+        meta = {"why": why, "words": words}
+        cases.append(Case(f"ctor_error/{i}", "ctor_error", {}, {}, {"ctor": ctor, "construct": True}, reference=False, meta=meta, must_raise=True))
+    return cases
+
+
+def group_call_errors(problem, seed):
+    """Function problems: calls with an invalid argument (config 0), which must raise ValueError."""
+    cases = []
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        if ci != 0:
+            continue
+        call = base_call(problem, cfg, variant, gen("err"), make_mask(problem, "batch", cfg, gen("err", "lens")))
+        for i, (overrides, why, words) in enumerate(problem.call_errors(cfg)):
+            cases.append(Case(case_key("call_error", vi, ci, i), "ctor_error", variant, cfg, with_args(problem, call, overrides), must_raise=True,
+                              reference=False, meta={"why": why, "words": words}))
+    return cases
 
 
 def check_parameters(ctx):
@@ -45,5 +72,6 @@ def _fmt(params: dict) -> str:
 
 
 register(Check("parameters", "parameter names and shapes, constructor errors", {"ctor": group_ctor}, check_parameters,
-               needs=lambda p: None if p.is_module else "a module problem (a constructor)"))
-register(Check("value_errors", "invalid arguments raise ValueError", {"call_error": group_call_errors}, check_value_errors))
+               explained_alone=True, needs=lambda p: None if p.is_module else "a module problem (a constructor)"))
+register(Check("value_errors", "invalid arguments raise ValueError", {"call_error": group_call_errors}, check_value_errors,
+               explained_alone=True))

@@ -1,0 +1,40 @@
+"""Check stability: finite and right for scores of magnitude ~1e4 in float32."""
+from __future__ import annotations
+
+import torch
+
+from ..compare import STABILITY
+from ..context import compare_all, returns_arrays
+from ..registry import Check, register
+from ...draw.groups import case_key, each_case, form, negative_cases
+from ...draw.scenarios import Case, base_call, cast, make_mask
+from ...model.spec import SCORE_BOUND
+
+
+def group_stability(problem, seed):
+    """float32 with scores of magnitude ~1e4, and (where the spec can arrange it) with every valid
+    score near -1e4 next to masked keys."""
+    cases = negative_cases(problem, seed, "stable", -0.999 * SCORE_BOUND, "float32")
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        if ci != 0:
+            continue
+        call = base_call(problem, cfg, variant, gen("stable"), make_mask(problem, "query", cfg, gen("slens")))
+        problem.amplify(call["args"], call["state"], {**cfg, **variant})
+        cases.append(Case(case_key("stable", vi, ci), "stable", variant, cfg, cast(call, "float32"), lens=form(problem, "query")))
+    for case in cases:
+        case.tol = STABILITY
+    return cases
+
+
+def check_stability(ctx):
+    for case in ctx.of("stable"):
+        got = ctx.outputs(case)
+        for name, g in zip(ctx.problem.outputs, got):
+            if not torch.isfinite(g).all():
+                ctx.fail(case, f"{name} has NaN or inf with scores of magnitude ~1e4: subtract the row maximum before exp "
+                         f"({'e - e.max()' if returns_arrays(ctx.problem) else 'torch.softmax does this for you'})")
+        compare_all(ctx, case, got, ctx.expected(case), STABILITY)
+
+
+register(Check("stability", "finite and right for scores ~1e4 in float32", {"stable": group_stability}, check_stability,
+               needs=lambda p: None if p.amplify is not None else "an amplify hook (scores of ~1e4)"))

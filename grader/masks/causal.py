@@ -1,0 +1,35 @@
+"""A causal flag: key j is allowed for query i when j <= i + (Tk - Tq) (aligned to the bottom right)."""
+from __future__ import annotations
+
+from . import MaskRule, register
+from .shapes import score_shape
+
+
+def causal_mask(Tq: int, Tk: int):
+    """(Tq, Tk) boolean, True = attend: key j for query i when j <= i + (Tk - Tq) (aligned bottom right)."""
+    import torch
+
+    return torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq)
+
+
+class Causal(MaskRule):
+    role = "causal"
+    doc = "a flag: key j is allowed for query i when j <= i + (Tk - Tq)"
+    kinds = ("none", "causal")  # False (or the default) and True
+    words = {"none": "is_causal=False", "causal": "is_causal=True"}
+    omit_default = True  # is_causal=False is also tested as the signature's default
+
+    def make(self, problem, kind, cfg, gen, low=0):
+        return kind == "causal"
+
+    def allowed(self, problem, cfg, arg):
+        shape = score_shape(problem, cfg)
+        if not arg:
+            return super().allowed(problem, cfg, arg)
+        return causal_mask(shape[-2], shape[-1])
+
+    def example(self, problem, cfg):
+        return True
+
+
+register(Causal())

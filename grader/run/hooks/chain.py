@@ -1,0 +1,26 @@
+"""A chain of calls: argument `split` cut along `dim` into pieces of `sizes`, the call run once per piece, argument
+`carry` being the previous run's outputs `carry_outputs` (a cache); the outputs are the pieces' outputs
+concatenated, the carried ones the last run's. Options: {"sizes", "split", "dim", "carry", "carry_outputs"}."""
+from __future__ import annotations
+
+import torch
+
+from . import Hook, register
+
+
+class Chain(Hook):
+    name = "chain"
+
+    def run(self, chain, fn, args, once):
+        carry = chain["carry_outputs"]
+        carried, runs = args[chain["carry"]], []
+        for piece in torch.split(args[chain["split"]], chain["sizes"], dim=chain["dim"]):
+            step = list(args)
+            step[chain["split"]], step[chain["carry"]] = piece, carried
+            runs.append(once(fn, step))
+            carried = tuple(runs[-1][i] for i in carry)
+        return [runs[-1][i] if i in carry else torch.cat([r[i] for r in runs], dim=chain["dim"])
+                for i in range(len(runs[-1]))]
+
+
+register(Chain())
