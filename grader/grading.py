@@ -15,7 +15,7 @@ from .judge.checks import CHECKS, validate_checks
 from .results import CheckResult, ProblemResult, Report, Trouble, Use
 from .judge.context import Context, Failed, GraderError, valid_mask
 from .judge.expected import Helper, plan
-from .judge.registry import grader_groups
+from .judge.registry import Submission, grader_groups
 from .run.cgroup import reason
 from .judge.scan import refused, scan_problem
 from .run.jail import decide
@@ -67,8 +67,8 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
                 for p in problems:
                     pool.workers[p.id].submit(_calls({k: c for k, c in plans[p.id].items()
                                                       if k not in plan(p, seed, False)}))
-            probes = _start_probes(impl, problems, plans, limits, timeout, jailed)
-            statuses = _judge_as_answered(problems, plans, pool, helper, probes, cuda, scans)
+            answers = _start_answers(impl, problems, plans, limits, timeout, jailed, scans)
+            statuses = _judge_as_answered(problems, plans, pool, helper, answers, cuda, scans)
         finally:
             pool.close()
     finally:
@@ -92,7 +92,7 @@ def _weight(plan: dict) -> tuple:
     return any(heavy(c.call) for c in plan.values()), len(plan)
 
 
-def _judge_as_answered(problems, plans, pool, helper, probes, cuda: bool, scans: dict) -> dict:
+def _judge_as_answered(problems, plans, pool, helper, answers, cuda: bool, scans: dict) -> dict:
     """Judge each problem once its worker has answered everything and its expected values are in, its
     prerequisites judged first (their statuses decide whether their mistakes may be named here), while the other
     workers still run. Each judged worker is told to exit."""
@@ -114,9 +114,8 @@ def _judge_as_answered(problems, plans, pool, helper, probes, cuda: bool, scans:
         waiting.remove(p)
         pool.release(p.id)
         refs = helper.get(p, cuda, pool.poll)
-        for (pid, key), future in probes.items():
-            if pid == p.id:
-                pool.workers[pid].results[key] = future.result()
+        for collect in answers.get(p.id, ()):
+            pool.workers[p.id].results.update(collect())
         statuses[p.id] = _judge(p, plans[p.id], pool.workers[p.id], refs, cuda, helper.seed, statuses, scans[p.id])
     return statuses
 
@@ -137,25 +136,25 @@ def _with_prerequisites(chosen) -> list:
     return [p for p in all_problems() if p.id in ids]
 
 
-def _start_probes(impl, problems, plans, limits, timeout, jailed) -> dict:
-    """Fresh-interpreter import checks (grader/run/probe.py), each in a thread while the workers run."""
-    from concurrent.futures import ThreadPoolExecutor
+def _start_answers(impl, problems, plans, limits, timeout, jailed, scans) -> dict:
+    """{problem id: [collect]}: the checks that answer their own calls (judge/registry.Check.answer), started now,
+    each collected when its problem is judged."""
+    out = {}
+    for p in problems:
+        submission = Submission(impl, limits, timeout, jailed, scans[p.id])
+        for cid in p.points:
+            check = CHECKS[cid]
+            if check.answer is not None:
+                cases = {k: c for k, c in plans[p.id].items() if c.builder in check.groups}
+                out.setdefault(p.id, []).append(check.answer(p, cases, submission))
+    return out
 
-    from .run.probe import fresh_import
 
-    keys = [(p.id, k) for p in problems for k, c in plans[p.id].items() if c.group == "imports"]
-    if not keys:
-        return {}
-    pool = ThreadPoolExecutor(len(keys))
-    futures = {key: pool.submit(fresh_import, str(impl), key[0], limits, timeout, jailed) for key in keys}
-    pool.shutdown(wait=False)  # the futures run on; grade() collects them after the workers
-    return futures
-
-
-def _not_started(problem, worker) -> str | None:
+def _not_started(problem, worker, cases) -> str | None:
     if worker.loaded:
         return worker.loaded
-    results = [r for k, r in worker.results.items() if k.split("/")[0] not in grader_groups()]
+    ours = grader_groups()
+    results = [r for k, r in worker.results.items() if k in cases and cases[k].builder not in ours]
     if results and all(not r["ok"] and r["error"]["type"] == "NotImplementedError" for r in results):
         return f"{problem.id}.py raises NotImplementedError: still a stub, fill it in"
     return None
@@ -182,15 +181,10 @@ def _inputs_changed(cases, results) -> None:
 
 def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict, findings=()) -> ProblemResult:
     _inputs_changed(cases, worker.results)
-    failed = isinstance(findings, str)  # the reading failed: its text
-    for key, case in cases.items():
-        if case.group == "source":
-            worker.results[key] = ({"ok": False, "grader_error": True, "error": {"text": f"reading the source: {findings}"}}
-                                   if failed else {"ok": True, "findings": list(findings)})
-    findings = () if failed else findings
+    findings = () if isinstance(findings, str) else findings  # the reading failed: its text (the check says so)
     failing_deps = tuple(r for r in problem.requires if getattr(statuses.get(r), "status", None) in ("failed", "not_started"))
     ctx = Context(problem, cases, worker.results, refs, worker.failure, seed, failing_deps, worker.fault)
-    not_started = _not_started(problem, worker)
+    not_started = _not_started(problem, worker, cases)
     # Once the worker has said hello, the learner's code has run (its module is loaded next, then its calls): from
     # then on, whatever makes a check unjudgeable may be the learner's doing, so it fails the check, never lowering
     # the maximum. Before that (the worker never started: worker.fault), the grader's failure stays its own.

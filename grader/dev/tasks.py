@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .. import ROOT
 from ..model.i18n import using
+from ..judge.checks import CHECKS
 from ..problems import all_problems
 from ..model.stubs import is_untouched_stub, render
 
@@ -22,7 +23,7 @@ SYNC = "attnkit dev sync"
 def readme_table() -> str:
     rows = ["| # | problem (`exercises/<id>.py`) | defines | points (+ on CUDA) | what you build |", "|---|---|---|---|---|"]
     for i, p in enumerate(all_problems(), 1):
-        cuda = sum(v for k, v in p.points.items() if k.startswith("cuda"))
+        cuda = sum(v for k, v in p.points.items() if CHECKS[k].needs_cuda)
         rows.append(f"| {i} | `{p.id}` | `{p.symbol}` | {p.max_points - cuda} (+{cuda}) | {p.summary} |")
     return "\n".join(rows)
 

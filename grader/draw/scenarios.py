@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..masks import rule
-from ..masks.shapes import dim_names, lens_to_mask, make_lens, output_shapes, score_shape  # noqa: F401 - for the checks
+from ..masks.layout import dim_names, lens_to_mask, make_lens, output_shapes, score_shape  # noqa: F401 - for the checks
 from ..model.spec import Problem
 
 @dataclass

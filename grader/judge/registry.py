@@ -23,6 +23,17 @@ class Symptom:
 
 
 @dataclass(frozen=True)
+class Submission:
+    """What a check that answers its own calls may read of the submission being graded."""
+
+    impl: object  # its folder (a Path)
+    limits: object  # run/sandbox.Limits of its workers
+    timeout: float
+    jailed: bool  # graded inside bubblewrap
+    scan: object  # its source's findings for the problem (judge/scan/), or the reader's failure as text
+
+
+@dataclass(frozen=True)
 class Check:
     id: str
     title: str
@@ -35,13 +46,15 @@ class Check:
     expected: Callable | None = None  # (problem, cases, target, refs) -> None: extra reference values, into refs
     options: type | None = None  # a dataclass: the spec's options["<id>"] as keyword arguments, validated at load
     symptoms: tuple[Symptom, ...] = ()  # what its evidence shows, in mistake ids (diagnose/ loops over them)
+    enforces: str = ""  # what of the contract its calls enforce in the worker, in words ("a memory bound")
     evidence: Callable | None = None  # (problem, ctx) -> [lines]: what its results show, where no mistake is named
     names: tuple[str, ...] = ()  # symptom ids its judge may give with a failure (Failed.symptom)
     general: bool = False  # its calls are the general ones: a mistake that explains another check must not miss
     # what the learner got wrong on them (diagnose/)
     explained_alone: bool = False  # its calls only build or reject: a mistake may explain it without the general ones
-    runs_in_grader: bool = False  # its groups are answered by the grader itself (a fresh import, a reading of the
-    # source), never by a worker: their results carry no outputs
+    # (problem, cases, Submission) -> a function giving {case key: result}: the grader answers the check's calls itself
+    # (a fresh import, a reading of the source), never a worker; started before judging, collected at it
+    answer: Callable | None = None
 
 
 CHECKS: dict[str, Check] = {}
@@ -82,7 +95,7 @@ def general_cases(ctx, problem) -> list:
 
 def grader_groups() -> set[str]:
     """Groups the grader answers itself (no worker result, no outputs)."""
-    return {g for c in CHECKS.values() if c.runs_in_grader for g in c.groups}
+    return {g for c in CHECKS.values() if c.answer is not None for g in c.groups}
 
 
 def problem_hooks(problem) -> dict:
@@ -112,6 +125,7 @@ def validate_checks(problem) -> None:
     for cid in problem.points:
         if cid not in CHECKS:
             raise SpecError(f"{where}: unknown check id {cid!r} (known: {', '.join(sorted(CHECKS))})")
+    for cid in problem.points:
         lacks = CHECKS[cid].needs(problem)
         if lacks:
             raise SpecError(f"{where}: check {cid!r} needs {lacks}")

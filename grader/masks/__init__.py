@@ -15,7 +15,7 @@ import pkgutil
 
 from ..extensions import modules
 from ..model.roles import register_mask_role
-from .shapes import score_shape
+from .layout import score_shape
 
 RULES: dict = {}
 """The argument role a rule serves -> the rule (None: problems without a masking argument)."""
@@ -60,7 +60,7 @@ class MaskRule:
 
 
 def _load() -> None:
-    for name in [f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__) if m.name != "shapes"] + modules("masks"):
+    for name in [f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__) if m.name != "layout"] + modules("masks"):
         importlib.import_module(name)
 
 

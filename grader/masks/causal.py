@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import MaskRule, register
-from .shapes import score_shape
+from .layout import score_shape
 
 
 def causal_mask(Tq: int, Tk: int):

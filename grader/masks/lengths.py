@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import MaskRule, register
-from .shapes import lens_to_mask, make_lens
+from .layout import lens_to_mask, make_lens
 
 
 class Lengths(MaskRule):

@@ -99,9 +99,6 @@ class Problem:
     # {"bound": the bound as a formula, "advice": how to stay within it, "tensor": what a solution must not build}
     memory_words: dict | None = None
     memory_fit: Callable = lambda cfg: cfg  # dims for the memory calls: large enough that the tensor to avoid exceeds the bound
-    # cfg -> ({arg: value}, ...): block settings for extra base calls, so that blocks along every axis a learner
-    # may chunk leave a partial last block
-    blocks: Callable = lambda cfg: ()
     call_errors: Callable = lambda cfg: ()  # functions: ({arg name: value}, why, words) that must raise ValueError
     # check id -> who sees its result on Gradescope (VISIBILITIES), over `attnkit gradescope build --visibility`
     visibility: dict | None = None

@@ -200,13 +200,17 @@ PROBLEM = Problem(
     trailing=lambda cfg: [3 * cfg["h"] + 1],
     amplify=_amplify,
     mistakes=MISTAKES,
-    memory=_memory,
-    memory_fit=_memory_fit,
-    memory_words={"bound": "max(max_elements, S)", "tensor": "the full (B, Tq, Tk, h) tensor",
-                  "advice": "Build the (B, Tq, Tk, h) features a chunk at a time, with chunks of at most max_elements "
-                            "elements"},
-    memory_backstop=BACKSTOP,
-    blocks=_blocks,
+    options={  # each check's options: judge/checks/memory.py (MemoryOptions), judge/checks/parity.py (PartialBlocks)
+        "memory": {
+            "calls": _memory,
+            "fit": _memory_fit,
+            "words": {"bound": "max(max_elements, S)", "tensor": "the full (B, Tq, Tk, h) tensor",
+                      "advice": "Build the (B, Tq, Tk, h) features a chunk at a time, with chunks of at most max_elements "
+                                "elements"},
+            "backstop": BACKSTOP,
+        },
+        "parity_float64": {"blocks": _blocks},
+    },
     call_errors=lambda cfg: (({"max_elements": cfg["h"] - 1}, "max_elements < h", ()),),
     track="memory",
     after=('additive_attention',),

@@ -235,17 +235,21 @@ PROBLEM = Problem(
     trailing=_trailing,
     amplify=amplify_qk,
     negative=negative_qk,
-    blocks=lambda cfg: tuple({"block_q": bq, "block_k": bk} for bq, bk in BLOCKS),
+    options={  # each check's options: judge/checks/memory.py (MemoryOptions), judge/checks/parity.py (PartialBlocks)
+        "memory": {
+            "calls": _memory,
+            "fit": _memory_fit,
+            "backstop": BACKSTOP,
+            "words": {"bound": "max(S, L*block_q*max(block_k, d, dv))", "tensor": "the full (Tq, Tk) score matrix or mask",
+                      "advice": "Keep one block of scores at a time; build each block's causal mask from its positions and "
+                                "slice partial last blocks (padding an input copies it)"},
+        },
+        "parity_float64": {"blocks": lambda cfg: tuple({"block_q": bq, "block_k": bk} for bq, bk in BLOCKS)},
+    },
     call_errors=lambda cfg: (({"block_q": 0}, "block_q = 0", ()), ({"block_k": -2}, "block_k = -2", ())),
     mistakes=MISTAKES,
     oracle=_oracle,
     banned=LLM_BANNED,
-    memory=_memory,
-    memory_fit=_memory_fit,
-    memory_backstop=BACKSTOP,
-    memory_words={"bound": "max(S, L*block_q*max(block_k, d, dv))", "tensor": "the full (Tq, Tk) score matrix or mask",
-                  "advice": "Keep one block of scores at a time; build each block's causal mask from its positions and "
-                            "slice partial last blocks (padding an input copies it)"},
     track="LLM",
     after=("scaled_dot_product_attention",),
     zh=ZH,

@@ -199,12 +199,16 @@ PROBLEM = Problem(
     mistakes=MISTAKES,
     oracle=_oracle,
     banned=LLM_BANNED,
-    memory=_memory,
-    memory_fit=_memory_fit,
-    memory_backstop=BACKSTOP,
-    memory_words={"bound": "max(S, B*Hq*Tq*Tk, B*Hq*Tq*dv)", "tensor": "a copy of keys or values per query head",
-                  "advice": "Keys and values must not be repeated per query head: fold the group into the query axis "
-                            "(queries.reshape(B, Hkv, G*Tq, d)) and reshape the results back"},
+    options={  # each check's options: judge/checks/memory.py (MemoryOptions), judge/checks/parity.py (PartialBlocks)
+        "memory": {
+            "calls": _memory,
+            "fit": _memory_fit,
+            "backstop": BACKSTOP,
+            "words": {"bound": "max(S, B*Hq*Tq*Tk, B*Hq*Tq*dv)", "tensor": "a copy of keys or values per query head",
+                      "advice": "Keys and values must not be repeated per query head: fold the group into the query axis "
+                                "(queries.reshape(B, Hkv, G*Tq, d)) and reshape the results back"},
+        },
+    },
     track="LLM",
     after=("scaled_dot_product_attention",),
     zh=ZH,

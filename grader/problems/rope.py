@@ -204,7 +204,9 @@ PROBLEM = Problem(
     fit=_fit,
     inputs=_inputs,
     trailing=_trailing,
-    blocks=lambda cfg: tuple({"positions": start + torch.arange(cfg["T"])} for start in FAR),
+    options={  # each check's options: judge/checks/memory.py (MemoryOptions), judge/checks/parity.py (PartialBlocks)
+        "parity_float64": {"blocks": lambda cfg: tuple({"positions": start + torch.arange(cfg["T"])} for start in FAR)},
+    },
     call_errors=lambda cfg: (({"x": torch.zeros(cfg["B"], cfg["H"], cfg["T"], cfg["d"] - 1, dtype=torch.float64)},
                               "an odd feature size d", ()),),
     mistakes=MISTAKES,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..compare import mismatch, tolerance
 from ..registry import Check, register
-from ...model.spec import Problem
+from .outputs import block_settings
 from ...draw.groups import case_key, each_case, with_args
 from ...draw.scenarios import Case, base_call, make_mask, mask_kinds
 
@@ -20,8 +20,8 @@ def group_block_pairs(problem, seed):
             continue
         for kind in mask_kinds(problem, cfg):
             call = base_call(problem, cfg, variant, gen("blocks", kind), make_mask(problem, kind, cfg, gen("blocks", kind)))
-            defaults = {n: problem.call_defaults[n] for o in problem.blocks(cfg) for n in o}
-            settings = [defaults, *problem.blocks(cfg)]
+            defaults = {n: problem.call_defaults[n] for o in block_settings(problem, cfg) for n in o}
+            settings = [defaults, *block_settings(problem, cfg)]
             for bi, overrides in enumerate(settings):
                 cases.append(Case(case_key("block_pairs", vi, ci, kind, bi), "block_pairs", variant, cfg,
                                   with_args(problem, call, overrides), lens=kind, reference=False,
@@ -48,8 +48,8 @@ def _text(blocks: dict) -> str:
     return ", ".join(f"{n}={v}" for n, v in blocks.items())
 
 
-_NO_BLOCKS = Problem.__dataclass_fields__["blocks"].default
 
 register(Check("block_invariance", "same results for any block sizes (partial blocks too)",
                {"block_pairs": group_block_pairs}, check_block_invariance,
-               needs=lambda p: None if p.blocks is not _NO_BLOCKS else "block settings (spec field blocks)"))
+               needs=lambda p: None if "blocks" in (p.options or {}).get("parity_float64", {})
+               else "block settings (spec options['parity_float64']['blocks'])"))

@@ -17,6 +17,17 @@ def group_source(problem, seed):
     return [Case("source/scan", "source", {}, {}, {"args": []}, reference=False)]
 
 
+def _answer(problem, cases, submission):
+    """The reading of the source, made before any of the submission ran (grading.py): its findings, or, where the
+    reader failed, a grader error (the check then fails: the source it read is the learner's)."""
+    scan = submission.scan
+    if isinstance(scan, str):
+        result = {"ok": False, "grader_error": True, "error": {"text": f"reading the source: {scan}"}}
+    else:
+        result = {"ok": True, "findings": list(scan)}
+    return lambda: {key: dict(result) for key in cases}
+
+
 def check_capabilities(ctx):
     for case in ctx.of("source"):
         bad = [f for f in ctx.result(case)["findings"] if refused(ctx.problem, f)]
@@ -31,7 +42,7 @@ def check_capabilities(ctx):
 
 
 register(Check("capabilities", "uses only what the contract allows (source read)", {"source": group_source},
-               check_capabilities, diagnose=False, runs_in_grader=True,
+               check_capabilities, diagnose=False, answer=_answer,
                # the contract's refusals, on every call of the problem (run/hooks/ban.py, run/hooks/no_autograd.py)
                hooks=lambda p, _: {**({"ban": list(p.banned)} if p.banned else {}),
                                    **({"no_autograd": True} if no_autograd(p) else {})},

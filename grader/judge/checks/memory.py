@@ -8,47 +8,93 @@ resident-memory count.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from ..compare import tolerance
 from ..context import GraderError, compare_all
-from ..registry import Check, register
+from ..registry import Check, options, register
 from ...draw.groups import case_key, each_case, form, with_args
 from ...draw.scenarios import Case, base_call, generator, make_mask
+
+
+@dataclass(frozen=True)
+class Words:
+    """How messages name the problem's bound: the formula, how to stay within it, what a solution must not build."""
+
+    bound: str
+    advice: str
+    tensor: str
+
+
+@dataclass(frozen=True)
+class Backstop:
+    """A float32 call too big to hide, measured by the grader in the worker's memory cgroup (run/cgroup.py), else by
+    the worker's own resident count: exactly these dims and arguments; `allowed(cfg, args)` elements; growth and
+    held-at-start limits in kB."""
+
+    dims: dict
+    args: dict
+    allowed: Callable
+    resident_kb: int
+    held_kb: int
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """The memory check's options (a spec's options["memory"]): `calls(cfg, args)` -> [({arg: value}, elements
+    allowed)], the calls whose forward is measured; `fit(cfg)`, their dims (large enough that the tensor to avoid
+    exceeds the bound); a backstop call; the words of its messages."""
+
+    words: Words
+    calls: Callable | None = None
+    fit: Callable = lambda cfg: cfg
+    backstop: Backstop | None = None
+
+    def __post_init__(self):
+        if isinstance(self.words, dict):
+            object.__setattr__(self, "words", Words(**self.words))
+        if isinstance(self.backstop, dict):
+            object.__setattr__(self, "backstop", Backstop(**self.backstop))
+        if self.calls is None and self.backstop is None:
+            raise ValueError("give memory calls, a backstop call, or both")
 
 
 def group_memory(problem, seed):
     """Configs 0 and 3, fitted by the spec's memory_fit (once only where the fit makes them the same dims), with
     its memory settings; each call's forward records its largest allocation."""
+    opts = options(problem, "memory")
     cases, fitted = [], set()
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
-        if ci not in (0, 3):
+        if ci not in (0, 3) or opts.calls is None:
             continue
-        cfg = problem.memory_fit(cfg)
+        cfg = opts.fit(cfg)
         key = (vi, repr(sorted(cfg.items())))
         if key in fitted:
             continue
         fitted.add(key)
         call = base_call(problem, cfg, variant, gen("memory"), make_mask(problem, "query", cfg, gen("memory", "lens")))
-        for i, (overrides, allowed) in enumerate(problem.memory(cfg, call["args"])):
+        for i, (overrides, allowed) in enumerate(opts.calls(cfg, call["args"])):
             measured = with_args(problem, call, overrides)
             measured["hooks"] = {"measure": True}
             cases.append(Case(case_key("memory", vi, ci, i), "memory", variant, cfg, measured,
                               lens=form(problem, "query"), meta={"allowed": allowed}))
-    backstop = problem.memory_backstop
+    backstop = opts.backstop
     if backstop:
-        dims = backstop["dims"]  # exactly these dims, whatever the first variant's fit would make of them
+        dims = backstop.dims  # exactly these dims, whatever the first variant's fit would make of them
         cfg, gen = {**problem.fit(dict(dims), problem.variants[0]), **dims}, generator(seed, problem.id, "backstop")
         call = base_call(problem, cfg, problem.variants[0], gen, make_mask(problem, "query", cfg, gen), dtype="float32")
         # measured alone, in a window the grader opens and reads from outside the worker (run/cgroup.py); no dispatch
         # mode (the small memory calls name the operation and shape), only the worker's own resident count as fallback
-        call = dict(with_args(problem, call, backstop["args"]), hooks={"measure": "resident"}, window=True)
-        meta = {"allowed": backstop["allowed"](cfg, call["args"]), "resident_kb": backstop["resident_kb"],
-                "held_kb": backstop["held_kb"]}
+        call = dict(with_args(problem, call, backstop.args), hooks={"measure": "resident"}, window=True)
+        meta = {"allowed": backstop.allowed(cfg, call["args"]), "resident_kb": backstop.resident_kb,
+                "held_kb": backstop.held_kb}
         cases.append(Case("memory/backstop", "memory", problem.variants[0], cfg, call, lens=form(problem, "query"), meta=meta))
     return cases
 
 
 def check_memory(ctx):
-    words = ctx.problem.memory_words
+    words = options(ctx.problem, "memory").words
     for case in ctx.of("memory"):
         res = ctx.result(case)
         if "held_kb" in case.meta:  # the backstop: no dispatch mode runs there
@@ -61,7 +107,7 @@ def check_memory(ctx):
                      "(a disabled dispatch mode); the memory bound cannot be checked, so it is not met")
         if peak["elements"] > allowed:
             ctx.fail(case, f"the forward allocated a tensor of {peak['elements']} elements ({peak['op']}); "
-                     f"allowed at most {allowed} = {words['bound']}. {words['advice']}")
+                     f"allowed at most {allowed} = {words.bound}. {words.advice}")
         compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(case.call["dtype"]))
 
 
@@ -71,14 +117,14 @@ def _outside(ctx, case, res, words) -> None:
     if outside is not None:
         if outside["held_kb"] > held_limit:
             ctx.fail(case, f"the worker already held {outside['held_kb'] / 1024:.0f} MB when this call began (the "
-                     f"kernel's count, read by the grader outside your process); {words['tensor']} here takes about "
+                     f"kernel's count, read by the grader outside your process); {words.tensor} here takes about "
                      f"{held_limit * 4 / 3 / 1024:.0f} MB: memory allocated in advance (at import, or kept from an "
                      f"earlier call) counts too")
         if outside["peak_kb"] > limit:
             ctx.fail(case, f"the worker's memory grew by {outside['peak_kb'] / 1024:.0f} MB during the forward (the "
                      f"kernel's count, read by the grader outside your process, including NumPy arrays and any "
                      f"process you start); a solution within the bound needs well under {limit / 1024:.0f} MB "
-                     f"here: {words['tensor']}, or a large part of it, was built")
+                     f"here: {words.tensor}, or a large part of it, was built")
         return
     resident = (res.get("peak") or {}).get("resident_kb")
     if resident is None and "outside" in res:  # a window was opened (so the worker did not count) and read nothing:
@@ -87,9 +133,9 @@ def _outside(ctx, case, res, words) -> None:
     if resident is not None and resident > limit:
         ctx.fail(case, f"the process's resident memory grew by {resident / 1024:.1f} MB during the forward; "
                  f"a solution within the bound needs well under {limit / 1024:.0f} MB here: "
-                 f"{words['tensor']}, or a large part of it, was built")
+                 f"{words.tensor}, or a large part of it, was built")
 
 
 register(Check("memory", "largest allocation within the problem's bound", {"memory": group_memory}, check_memory,
-               needs=lambda p: None if (p.memory is not None or p.memory_backstop) and p.memory_words
-               else "memory calls and their words (spec fields memory, memory_words)"))
+               options=MemoryOptions, enforces="a memory bound",
+               needs=lambda p: None if "memory" in (p.options or {}) else "options['memory'] (calls and their words)"))

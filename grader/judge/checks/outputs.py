@@ -1,13 +1,30 @@
 """Checks shapes, weight_sums and side_effects: what comes back, before its values are compared."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import torch
 
 from ..compare import argmax_index, tolerance
 from ..context import returns_arrays, valid_mask
-from ..registry import Check, register
+from ..registry import Check, options, register
 from ...draw.groups import NEGATIVE, case_key, each_case, form, negative_cases, pairwise, with_args
 from ...draw.scenarios import Case, base_call, dim_names, make_mask, mask_kinds, output_shapes
+
+
+@dataclass(frozen=True)
+class PartialBlocks:
+    """The general calls' options (a spec's options["parity_float64"], the check that owns them): `blocks(cfg)` ->
+    ({arg: value}, ...), block settings for extra general calls, so that blocks along every axis a learner may chunk
+    leave a partial last block (block_invariance reads them too)."""
+
+    blocks: Callable = lambda cfg: ()
+
+
+def block_settings(problem, cfg) -> tuple:
+    """The problem's block settings for dims `cfg` (none where its spec gives none)."""
+    return tuple(options(problem, "parity_float64").blocks(cfg))
 
 
 def group_base(problem, seed):
@@ -23,10 +40,11 @@ def group_base(problem, seed):
              base_call(problem, cfg, variant, gen(), make_mask(problem, kind, cfg, gen("lens", kind))), lens=kind)
         for vi, variant, ci, cfg, gen in cells for kind in kinds[(vi, ci)] if (vi, ci, kind) in chosen
     ]
-    blocks = {(vi, ci): tuple(range(len(problem.blocks(cfg)))) for vi, _, ci, cfg, _ in cells}
+    settings = {(vi, ci): block_settings(problem, cfg) for vi, _, ci, cfg, _ in cells}
+    blocks = {cell: tuple(range(len(s))) for cell, s in settings.items()}
     chosen = pairwise(blocks)
     for vi, variant, ci, cfg, gen in cells:
-        for bi, overrides in enumerate(problem.blocks(cfg)):
+        for bi, overrides in enumerate(settings[(vi, ci)]):
             if (vi, ci, bi) not in chosen:
                 continue
             kind = form(problem, "query")

@@ -1,13 +1,14 @@
 """Checks parity_float64, parity_float32 and oracle: the values, against the reference and a library."""
 from __future__ import annotations
 
+
 import torch
 
 from ..compare import mismatch, tolerance
 from ..context import compare_all, valid_mask
 from ..registry import Check, register
 from ...draw.scenarios import as_reference
-from .outputs import group_base, group_float32
+from .outputs import PartialBlocks, group_base, group_float32
 from .parity_symptoms import SYMPTOMS, evidence
 
 
@@ -39,7 +40,7 @@ def check_oracle(ctx):
 
 
 register(Check("parity_float64", "same values as the reference, float64", {"base": group_base},
-               check_parity("base", "float64"), general=True, symptoms=SYMPTOMS, evidence=evidence))
+               check_parity("base", "float64"), general=True, options=PartialBlocks, symptoms=SYMPTOMS, evidence=evidence))
 register(Check("parity_float32", "same values as the reference, float32", {"f32": group_float32},
                check_parity("f32", "float32")))
 def _oracle_values(problem, cases, target, refs) -> None:

@@ -11,12 +11,18 @@ def no_autograd(problem) -> bool:
 
 
 def memory_bound(problem) -> bool:
-    return problem.memory is not None or bool(problem.memory_backstop)
+    """A check of the problem measures memory in the worker (its `enforces`)."""
+    from ..registry import CHECKS
+
+    return any(CHECKS[c].enforces for c in problem.points if c in CHECKS)
 
 
 def enforced(problem) -> list[str]:
     """What of the problem's contract the worker enforces with torch's modes, in words ([] for nothing)."""
-    return (["banned calls"] if problem.banned else []) + (["a memory bound"] if memory_bound(problem) else []) + (
+    from ..registry import CHECKS
+
+    by_checks = [CHECKS[c].enforces for c in problem.points if c in CHECKS and CHECKS[c].enforces]
+    return (["banned calls"] if problem.banned else []) + by_checks + (
         ["no automatic differentiation"] if no_autograd(problem) else [])
 
 

@@ -2,7 +2,7 @@
 import torch
 
 from attnkit.masks import MaskRule, register
-from attnkit.masks.shapes import score_shape
+from attnkit.masks.layout import score_shape
 
 
 class Window(MaskRule):
