@@ -31,6 +31,21 @@ def modules(kind: str) -> list[str]:
     return found
 
 
+def worker_files() -> dict[str, list[Path]]:
+    """{package: its files a worker needs}: each extension's __init__.py and hook modules (hooks/*.py), which the
+    OS sandbox binds beside the kit's worker modules (run/jail.py)."""
+    out = {}
+    for package in packages():
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        root = Path(list(spec.submodule_search_locations)[0])
+        hooks = sorted((root / "hooks").glob("*.py"))
+        if hooks:
+            out[package] = [root / "__init__.py", *hooks]
+    return out
+
+
 def solution_dirs() -> list[Path]:
     """Every extension's `solutions` folder (beside its package's __init__.py)."""
     out = []

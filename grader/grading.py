@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 
 from .judge.checks import CHECKS, validate_checks
-from .results import CheckResult, ProblemResult, Report, Trouble, Use
-from .judge.context import Context, Failed, GraderError, valid_mask
+from .results import CheckResult, ProblemResult, Report, Status, Trouble, Use, Verdict
+from .judge.context import Context, decode, Failed, GraderError, valid_mask
 from .judge.expected import Helper, plan
 from .judge.registry import Submission, grader_groups
 from .run.cgroup import reason
@@ -150,24 +150,24 @@ def _start_answers(impl, problems, plans, limits, timeout, jailed, scans) -> dic
     return out
 
 
-def _not_started(problem, worker, cases) -> str | None:
+def _not_started(problem, worker, cases, answers) -> str | None:
     if worker.loaded:
         return worker.loaded
     ours = grader_groups()
-    results = [r for k, r in worker.results.items() if k in cases and cases[k].builder not in ours]
-    if results and all(not r["ok"] and r["error"]["type"] == "NotImplementedError" for r in results):
+    results = [r for k, r in answers.items() if k in cases and cases[k].builder not in ours and r is not None]
+    if results and all(not r.ok and r.error is not None and r.error.type == "NotImplementedError" for r in results):
         return f"{problem.id}.py raises NotImplementedError: still a stub, fill it in"
     return None
 
 
-def _inputs_changed(cases, results) -> None:
+def _inputs_changed(cases, answers) -> None:
     """Side effects decided here, not in the worker: each call's inputs as the worker holds them after the call,
     compared with the inputs the grader sent (a worker's own "changed" is never believed)."""
-    for key, res in results.items():
+    for key, res in answers.items():
         case = cases.get(key)
-        if case is None or not res.get("ok") or "outputs" not in res:
+        if case is None or res is None or not res.has_outputs:
             continue
-        after = res.pop("inputs", None) or []
+        after, res.inputs = res.inputs or [], None
         sent = [(i, t) for i, a in enumerate(case.call.get("args", [])) for t in (a if isinstance(a, (tuple, list)) else (a,))]
         changed = []
         for at, (i, original) in enumerate(sent):  # a tuple argument (a cache) counts as changed if any part is
@@ -176,15 +176,16 @@ def _inputs_changed(cases, results) -> None:
             now = after[at] if at < len(after) else None
             if now is None or now.shape != original.shape or now.dtype != original.dtype or not torch.equal(now, original.cpu()):
                 changed.append(i)
-        res["changed"] = changed
+        res.changed = changed
 
 
 def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict, findings=()) -> ProblemResult:
-    _inputs_changed(cases, worker.results)
+    answers = decode(problem, cases, worker.results)  # typed once, here: run/answer.Answer
+    _inputs_changed(cases, answers)
     findings = () if isinstance(findings, str) else findings  # the reading failed: its text (the check says so)
-    failing_deps = tuple(r for r in problem.requires if getattr(statuses.get(r), "status", None) in ("failed", "not_started"))
-    ctx = Context(problem, cases, worker.results, refs, worker.failure, seed, failing_deps, worker.fault)
-    not_started = _not_started(problem, worker, cases)
+    failing_deps = tuple(r for r in problem.requires if getattr(statuses.get(r), "status", None) in (Status.FAILED, Status.NOT_STARTED))
+    ctx = Context(problem, cases, answers, refs, worker.failure, seed, failing_deps, worker.fault)
+    not_started = _not_started(problem, worker, cases, answers)
     # Once the worker has said hello, the learner's code has run (its module is loaded next, then its calls): from
     # then on, whatever makes a check unjudgeable may be the learner's doing, so it fails the check, never lowering
     # the maximum. Before that (the worker never started: worker.fault), the grader's failure stays its own.
@@ -193,19 +194,20 @@ def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict, 
     for cid, points in problem.points.items():
         check = CHECKS[cid]
         if check.needs_cuda and not cuda:
-            checks.append(CheckResult(cid, check.title, "skipped", 0, 0, "skipped: no CUDA device"))
+            checks.append(CheckResult(cid, check.title, Verdict.SKIPPED, 0, 0, "skipped: no CUDA device"))
         elif not_started:
-            checks.append(CheckResult(cid, check.title, "failed", 0, points, f"not started: {not_started}"))
+            checks.append(CheckResult(cid, check.title, Verdict.FAILED, 0, points, f"not started: {not_started}"))
         else:
             checks.append(_run_check(check, ctx, points, learner_ran))
-    failing = [c for c in checks if c.status == "failed" and CHECKS[c.id].diagnose] if not not_started else []
+    failing = [c for c in checks if c.status == Verdict.FAILED and CHECKS[c.id].diagnose] if not not_started else []
     if failing:
         _name_mistakes(problem, ctx, failing)
-    ran = [c for c in checks if c.status not in ("skipped", "error")]
+    ran = [c for c in checks if c.status not in (Verdict.SKIPPED, Verdict.ERROR)]
     score, max_score = sum(c.score for c in ran), sum(c.max_score for c in ran)
-    status = "not_started" if not_started else "passed" if all(c.status == "passed" for c in ran) else "failed"
-    if status == "passed" and any(c.status == "error" for c in checks):
-        status = "failed"  # nothing the learner did is wrong, but the problem was not fully graded
+    status = Status.NOT_STARTED if not_started else Status.PASSED if all(c.status == Verdict.PASSED for c in ran) \
+        else Status.FAILED
+    if status == Status.PASSED and any(c.status == Verdict.ERROR for c in checks):
+        status = Status.FAILED  # nothing the learner did is wrong, but the problem was not fully graded
     uses = [Use(f.capability.value, f.file, f.line, f.what, refused(problem, f)) for f in findings]
     return ProblemResult(problem.id, problem.title, status, score, max_score, checks, uses,
                          trouble=_trouble(worker, bool(not_started), checks))
@@ -221,9 +223,9 @@ def _trouble(worker, not_started: bool, checks) -> str | None:
         return end.value
     if not_started:  # a worker that reported a failed import exits on its own: no crash of its
         return Trouble.NOT_STARTED.value
-    if end is not None and any(c.status in ("failed", "error") for c in checks):  # the end cost the learner a result
+    if end is not None and any(c.status in (Verdict.FAILED, Verdict.ERROR) for c in checks):  # the end cost the learner a result
         return end.value
-    if any(c.status == "error" for c in checks):
+    if any(c.status == Verdict.ERROR for c in checks):
         return Trouble.ERROR.value
     return None
 
@@ -252,9 +254,9 @@ def _evidence(ctx, case) -> dict | None:
     if case is None or case.key not in ctx.ref:
         return None
     got, at = ctx.got.get(case.key), ctx.problem.weights_index
-    if not got or not got.get("ok") or "outputs" not in got or at is None:
+    if not got or not got.has_outputs or at is None:
         return None
-    w, ref = got["outputs"][0][at], ctx.ref[case.key]["outputs"][0][at]
+    w, ref = got.outputs[at], ctx.ref[case.key].outputs[at]
     if w.shape != ref.shape:
         return None
     return {"got": w, "expected": ref, "mask": valid_mask(ctx.problem, case).expand(ref.shape)}
@@ -264,13 +266,13 @@ def _note_prerequisites(problems, results, graded) -> None:
     """A failure may come from a module this problem imports: say so where that one fails too."""
     status = {pid: r.status for pid, r in graded.items()}
     for problem, result in zip(problems, results):
-        broken = [r for r in problem.requires if status.get(r) in ("failed", "not_started")]
-        if result.status != "failed" or not broken:
+        broken = [r for r in problem.requires if status.get(r) in (Status.FAILED, Status.NOT_STARTED)]
+        if result.status != Status.FAILED or not broken:
             continue
         note = (f"\nNote: {problem.id} imports your {', '.join(broken)}, which fails its own checks; "
                 f"fix {broken[0]} first, then grade this again.")
         for c in result.checks:
-            if c.status == "failed":
+            if c.status == Verdict.FAILED:
                 c.message += note
 
 
@@ -283,13 +285,13 @@ def _run_check(check, ctx, points, learner_ran: bool = False) -> CheckResult:
         except Exception:  # noqa: BLE001 - the plots' evidence is optional; the verdict stands without it
             evidence = None
         symptom = exc.symptom if exc.symptom in check.names else None  # only the names the check declares
-        return CheckResult(check.id, check.title, "failed", 0, points, str(exc), evidence=evidence, symptom=symptom)
+        return CheckResult(check.id, check.title, Verdict.FAILED, 0, points, str(exc), evidence=evidence, symptom=symptom)
     except Exception as exc:  # noqa: BLE001 - a grader bug must show, and a learner must never profit from it
         detail = str(exc) if isinstance(exc, GraderError) else traceback.format_exc().strip()
         if learner_ran:  # possibly the learner's doing (odd results): a failure, never a smaller maximum
-            return CheckResult(check.id, check.title, "failed", 0, points, UNJUDGED.format(points=points, detail=detail))
-        return CheckResult(check.id, check.title, "error", 0, 0, GRADER_ERROR.format(points=points, detail=detail))
-    return CheckResult(check.id, check.title, "passed", points, points)
+            return CheckResult(check.id, check.title, Verdict.FAILED, 0, points, UNJUDGED.format(points=points, detail=detail))
+        return CheckResult(check.id, check.title, Verdict.ERROR, 0, 0, GRADER_ERROR.format(points=points, detail=detail))
+    return CheckResult(check.id, check.title, Verdict.PASSED, points, points)
 
 
 GRADER_ERROR = ("grader error: the grader failed on this check, not your code; its {points} points are left out of "

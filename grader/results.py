@@ -5,11 +5,40 @@ from enum import Enum
 from dataclasses import asdict, dataclass, field
 
 
+class Word(str, Enum):
+    """An enum whose members are their words: equal to, hashed, formatted and written to JSON as the string."""
+
+    __hash__ = str.__hash__
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Verdict(Word):
+    """A check's status."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # not run here (a CUDA check without a GPU): left out of the maximum
+    ERROR = "error"  # the grader failed before any learner code ran: left out of the maximum
+
+
+class Status(Word):
+    """A problem's status."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_STARTED = "not_started"
+
+
 @dataclass
 class CheckResult:
     id: str
     title: str
-    status: str  # passed | failed | skipped | error
+    status: Verdict
     score: float
     max_score: float
     message: str = ""
@@ -33,7 +62,7 @@ class Use:
 class ProblemResult:
     id: str
     title: str
-    status: str  # passed | failed | not_started
+    status: Status
     score: float
     max_score: float
     checks: list[CheckResult] = field(default_factory=list)
@@ -41,7 +70,7 @@ class ProblemResult:
     trouble: str | None = None  # one of TROUBLES, set by the grader where it knows it (grading.py); never from a message
 
 
-class Trouble(str, Enum):
+class Trouble(Word):
     """How a problem's grading went wrong beyond its checks' verdicts (the report's `trouble`); set by the grader where
     it sees it happen (run/handle.py stops a worker with one), never read from a message."""
 

@@ -35,22 +35,34 @@ stateful = solution_path("banded_softmax").read_text().replace(
 sources = {"stub": render(problem), "reference": solution_path("banded_softmax").read_text(),
            "mistake": wrong_source(problem, problem.mistakes[0]), "stateful": stateful}
 out = {}
+sandbox = sys.argv[2] == "bwrap"
 for name, text in sources.items():
     d = Path(sys.argv[1]) / name
     d.mkdir()
     (d / "banded_softmax.py").write_text(text)
-    p = grade(d, ["banded_softmax"], sandbox=False).problems[0]
+    p = grade(d, ["banded_softmax"], sandbox=sandbox).problems[0]
     out[name] = {"status": p.status, "score": p.score, "max": p.max_score,
                  "checks": {c.id: [c.status, c.mistake] for c in p.checks}}
 print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    env = {**os.environ, "ATTNKIT_EXTENSIONS": "attnkit_banded", "ATTNKIT_SANDBOX": "off",
+def _sandboxes():
+    from attnkit.run.jail import unusable
+
+    usable = unusable() is None
+    if not usable and os.environ.get("ATTNKIT_REQUIRE_SANDBOX") == "1":
+        raise AssertionError(f"bubblewrap is required here: {unusable()}")
+    return ["process", "bwrap"] if usable else ["process"]
+
+
+@pytest.fixture(scope="module", params=_sandboxes())
+def graded(request, tmp_path_factory):
+    """Every submission graded with the extension, in the process sandbox and (where usable) in bubblewrap, where
+    the extension's hook module is bound beside the worker modules."""
+    env = {**os.environ, "ATTNKIT_EXTENSIONS": "attnkit_banded",
            "PYTHONPATH": os.pathsep.join([str(EXTENSION), os.environ.get("PYTHONPATH", "")])}
-    r = subprocess.run([sys.executable, "-c", GRADE, str(tmp_path_factory.mktemp("ext"))], env=env,
+    r = subprocess.run([sys.executable, "-c", GRADE, str(tmp_path_factory.mktemp("ext")), request.param], env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])

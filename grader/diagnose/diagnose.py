@@ -26,6 +26,7 @@ from ..judge.registry import check_cases, general_cases
 from ..judge.compare import tolerance, usage
 from .. import solution_path
 from ..judge.reference import reference
+from ..run.answer import Answer
 from ..run.harness import execute
 from ..model.i18n import word
 from .mistakes import apply
@@ -70,25 +71,25 @@ def _tol(case, key=None):
     return tolerance(case.call.get("dtype", "float64"), grad=bool(key))
 
 
-def same(case, a: dict | None, b: dict | None) -> bool | None:
+def same(case, a: Answer | None, b: Answer | None) -> bool | None:
     """Do two results of one call agree? None when both raised (agreement too weak to count)."""
     if a is None or b is None:
         return False
-    if not a["ok"] or not b["ok"]:
-        if not a["ok"] and not b["ok"]:  # the same exception, same message: reproduced; else too weak to count
-            ea, eb = a["error"], b["error"]
-            return True if (ea["type"], ea.get("message")) == (eb["type"], eb.get("message")) else None
+    if not a.ok or not b.ok:
+        if not a.ok and not b.ok:  # the same exception, same message: reproduced; else too weak to count
+            ea, eb = a.error, b.error
+            return True if ea is not None and eb is not None and (ea.type, ea.message) == (eb.type, eb.message) else None
         return False
-    if "outputs" not in a:  # construct-only calls
-        return a.get("params") == b.get("params")
-    if a.get("changed") != b.get("changed"):
+    if not a.runs:  # construct-only calls
+        return a.params == b.params
+    if a.changed != b.changed:
         return False
-    if "allowed" in case.meta and "peak" in a:  # memory: both within the bound, or the same overrun
-        x = a["peak"]["elements"]
-        y = b["peak"]["elements"] if "peak" in b else None  # expected values come from an unmeasured reference,
+    if "allowed" in case.meta and "peak" in a.extra:  # memory: both within the bound, or the same overrun
+        x = a.extra["peak"]["elements"]
+        y = b.extra["peak"]["elements"] if "peak" in b.extra else None  # expected values come from an unmeasured reference,
         if (x > case.meta["allowed"] and x != y) or (y is not None and y > case.meta["allowed"] and x != y):  # in bound
             return False
-    runs = zip(a["outputs"], b["outputs"])
+    runs = zip(a.runs, b.runs)
     for run_a, run_b in runs:
         pairs = list(zip(run_a, run_b))
         if case.call.get("train"):
@@ -96,8 +97,8 @@ def same(case, a: dict | None, b: dict | None) -> bool | None:
         for x, y in pairs:
             if x.shape != y.shape or not _close(x, y, _tol(case)):
                 return False
-    for key, g in (a.get("grads") or {}).items():
-        h = (b.get("grads") or {}).get(key)
+    for key, g in (a.grads or {}).items():
+        h = (b.grads or {}).get(key)
         if (g is None) != (h is None) or (g is not None and (g.shape != h.shape or not _close(g, h, _tol(case, key)))):
             return False
     return True
@@ -117,7 +118,7 @@ def _ctor_error_result(res):
     """A ctor_error call compares by outcome: accepted, ValueError, or another error."""
     if res is None:
         return None
-    return "accepted" if res["ok"] else ("ValueError" if res["error"]["value_error"] else "other")
+    return "accepted" if res.ok else ("ValueError" if res.error is not None and res.error.value_error else "other")
 
 
 def diagnose(problem, ctx, failing_checks) -> dict[str, str | None]:
@@ -179,7 +180,7 @@ def _reproduce(problem, ctx, failing) -> dict:
 
 def _refuted(ctx, base, rid, target, cache) -> bool:
     """Does the variant miss a base call the learner got wrong?"""
-    wrong = [c for c in base if c.key in ctx.got and not same(c, ctx.got[c.key], {"ok": True, **ctx.ref[c.key]})]
+    wrong = [c for c in base if c.key in ctx.got and not same(c, ctx.got[c.key], ctx.ref[c.key])]
     return bool(wrong) and _explains(ctx, wrong, rid, target, cache) is None
 
 
@@ -187,7 +188,7 @@ def _parameter_mistake(problem, ctx) -> str | None:
     """The one catalogued mistake whose variant has the same kinds of parameter difference as the learner's
     module, over every constructor call (e.g. an extra bias, wherever it sits)."""
     cases = [c for c in ctx.cases.values() if c.call.get("construct") and not c.must_raise
-             and (r := ctx.got.get(c.key)) and r.get("ok") and "params" in r]
+             and (r := ctx.got.get(c.key)) and r.ok and r.params is not None]
     if not cases:
         return None
 
@@ -201,7 +202,7 @@ def _parameter_mistake(problem, ctx) -> str | None:
             out |= symptoms.parameter_kinds(params, expected)
         return out
 
-    learner = kinds(lambda case: ctx.got[case.key]["params"])
+    learner = kinds(lambda case: ctx.got[case.key].params)
     if not learner:
         return None
     cache = _RESULTS.setdefault((problem.id, ctx.seed), {})
@@ -209,7 +210,7 @@ def _parameter_mistake(problem, ctx) -> str | None:
     for rid, _, target in candidates(problem):
         def variant_params(case, rid=rid, target=target):
             res = _run_variant(case, rid, target, cache)
-            return res.get("params") if res.get("ok") else None
+            return res.params if res.ok else None
 
         if kinds(variant_params) == learner:
             matches.append(rid)
@@ -227,10 +228,10 @@ def _run_variant(case, rid, target, cache):
             call = case.call if case.call.get("device", "cpu") == "cpu" else as_reference(case.call)  # its own dtype
             with warnings.catch_warnings():  # a mistaken NumPy variant overflows on purpose
                 warnings.simplefilter("ignore")
-                cache[key] = {"ok": True, **execute(call, target())}
+                cache[key] = Answer.of({"ok": True, **execute(call, target())})
         except Exception as exc:  # noqa: BLE001 - a mistaken variant may raise, like the learner's code
-            cache[key] = {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)[:500],
-                                                 "value_error": isinstance(exc, ValueError)}}
+            cache[key] = Answer.of({"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)[:500],
+                                                 "value_error": isinstance(exc, ValueError)}})
     return cache[key]
 
 
@@ -250,7 +251,7 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
         else:
             expected = ctx.ref.get(case.key)
             dtypes = _dtypes(got)
-            wrong = expected is None or not same(case, got, {"ok": True, **expected}) or (
+            wrong = expected is None or not same(case, got, expected) or (
                 dtypes is not None and dtypes != [case.call.get("dtype", "float64")] * len(dtypes))
             agree = same(case, got, variant)
             agree = agree and _dtypes(got) == _dtypes(variant) if agree is not None else None
@@ -269,11 +270,10 @@ reference's, on every output (the learner's mistake is written differently, e.g.
 
 
 def _close_to(got, variant, expected) -> bool:
-    if not (got and variant and expected and got.get("ok") and variant.get("ok") and "outputs" in got
-            and "outputs" in variant):
+    if not (got and variant and expected and got.has_outputs and variant.has_outputs):
         return False
     tol = tolerance("float64")
-    for g, v, e in zip(got["outputs"][0], variant["outputs"][0], expected["outputs"][0]):
+    for g, v, e in zip(got.outputs, variant.outputs, expected.outputs):
         if g.shape != v.shape or g.shape != e.shape or not (torch.isfinite(g).all() and torch.isfinite(v).all()):
             return False
         to_reference = usage(g, e, tol)
@@ -283,9 +283,9 @@ def _close_to(got, variant, expected) -> bool:
 
 
 def _dtypes(res) -> list[str] | None:
-    if not res or not res.get("ok") or not res.get("outputs"):
+    if not res or not res.has_outputs:
         return None
-    return [str(o.dtype).replace("torch.", "") for o in res["outputs"][0]]
+    return [str(o.dtype).replace("torch.", "") for o in res.outputs]
 
 
 def describe(problem, rid: str | None) -> str:

@@ -45,5 +45,6 @@ def _shape(shape, dims: str) -> str:
     return "(" + ", ".join(str(s) if n.isdigit() else f"{n}={s}" for n, s in zip(names, shape)) + ")"
 
 
-def error_text(result: dict) -> str:
-    return result["error"]["text"]
+def error_text(result) -> str:
+    """What a call raised, as shown to the learner (a run/answer.Answer's error)."""
+    return result.error.text

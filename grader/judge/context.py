@@ -9,6 +9,7 @@ import torch
 
 from .compare import mismatch
 from .registry import grader_groups, problem_hooks
+from ..run.answer import Answer, Raised
 from ..run.hooks import HOOKS
 from ..draw.describe import call_text, error_text
 from ..draw.scenarios import output_shapes, score_shape
@@ -41,20 +42,25 @@ def decode(problem, cases, results: dict) -> dict:
     dtype in FLOAT_DTYPES, as many runs and outputs as the call gives. A result that breaks this becomes the
     learner's failure of that call ({"ok": False, "rejected": why}), worded by the grader (dtype and layout names
     as torch prints them, never the learner's text). Whatever the worker claims is checked here, on the grader's
-    side: the worker is the learner's process, and its own checks (run/harness.py) can be bypassed."""
+    side: the worker is the learner's process, and its own checks (run/harness.py) can be bypassed. Each result
+    comes out typed (run/answer.Answer); an Answer given again is returned as it is."""
     return {key: _decode(problem, cases.get(key), res) for key, res in results.items()}
+
+
+def references(ref: dict) -> dict:
+    """The reference's results (expected values, computed by the grader) as typed answers."""
+    return {key: Answer.of({"ok": True, **res}) if isinstance(res, dict) else res for key, res in ref.items()}
 
 
 def _decode(problem, case, res):
     if not isinstance(res, dict) or res.get("ok") is not True or case is None:
-        return res
+        return Answer.of(res) if isinstance(res, (dict, Answer)) else None
     why = _refused(problem, case, res)
     if why is None:
-        return res
+        return Answer.of(res)
     if case.must_raise:  # judged by outcome alone: it was accepted, whatever came back
-        return {"ok": True}
-    return {"ok": False, "rejected": why,
-            "error": {"type": "RejectedOutput", "text": why, "message": why, "value_error": False}}
+        return Answer(ok=True)
+    return Answer(ok=False, rejected=why, error=Raised("RejectedOutput", why, why))
 
 
 def _refused(problem, case, res) -> str | None:
@@ -125,7 +131,7 @@ class Context:
     """What a judge sees: the spec, its cases, the learner's results and the reference's."""
 
     def __init__(self, problem, cases, got, ref, failure=None, seed=None, failing_deps=(), fault=False):
-        self.problem, self.cases, self.ref, self.failure = problem, cases, ref, failure
+        self.problem, self.cases, self.ref, self.failure = problem, cases, references(ref), failure
         self.got = decode(problem, cases, got)  # what the learner returned, allowed dtypes only: the judges read this
         self.fault = fault  # the failure is the grader's (its worker never started), never the learner's
         self.seed = seed
@@ -134,28 +140,28 @@ class Context:
     def of(self, group: str):
         return [c for c in self.cases.values() if c.group == group]
 
-    def result(self, case) -> dict:
+    def result(self, case) -> Answer:
         res = self.got.get(case.key)
         if res is None and self.fault:
             raise GraderError(f"the grader could not run {call_text(self.problem, case)}: {self.failure}")
         if res is None:
             raise Failed(f"called {call_text(self.problem, case)}\nno result: {self.failure or 'the worker gave none'}")
-        if res.get("rejected"):
-            raise Failed(f"called {call_text(self.problem, case)}\n{res['rejected']}", case)
-        if res.get("grader_error"):
+        if res.rejected:
+            raise Failed(f"called {call_text(self.problem, case)}\n{res.rejected}", case)
+        if res.grader_error:
             raise GraderError(f"the grader failed while running {call_text(self.problem, case)}: {error_text(res)}")
-        if not res["ok"]:
+        if not res.ok:
             raise Failed(f"called {call_text(self.problem, case)}\nit raised {error_text(res)}")
         return res
 
     def raw_outputs(self, case, run: int = 0) -> list:
         """What came back, unchecked (the shapes check reads this)."""
-        return self.result(case)["outputs"][run]
+        return self.result(case).runs[run]
 
     def outputs(self, case, run: int = 0) -> list:
         """What came back, each output of the shape the contract gives (else the check fails, saying so)."""
         got = self.raw_outputs(case, run)
-        expected = self.ref[case.key]["outputs"][run] if case.key in self.ref else None
+        expected = self.ref[case.key].runs[run] if case.key in self.ref else None
         shapes = [tuple(e.shape) for e in expected] if expected else output_shapes(self.problem, case.cfg)
         for name, g, shape in zip(self.problem.outputs, got, shapes):
             if tuple(g.shape) != shape:
@@ -163,7 +169,7 @@ class Context:
         return got
 
     def expected(self, case, run: int = 0) -> list:
-        return self.ref[case.key]["outputs"][run]
+        return self.ref[case.key].runs[run]
 
     def fail(self, case, text: str, symptom: str | None = None):
         raise Failed(f"called {call_text(self.problem, case)}\n{text}", case, symptom)

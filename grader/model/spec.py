@@ -81,25 +81,12 @@ class Problem:
     fit: Callable[[dict, dict], dict] = lambda cfg, variant: cfg  # constrain drawn dims per variant
     params: Callable[[dict], dict] = lambda cfg: {}  # cfg -> {parameter name: shape}
     inputs: Callable = None  # (cfg, torch.Generator) -> [float64 tensors], the args before valid_lens
-    amplify: Callable = None  # (args, state, cfg) -> None: scale so scores reach ~1e4 (in place); cfg holds the variant
     # (args, state, cfg, to) -> None: move every score to about `to` (< 0), in place, keeping some spread; None: not possible
     negative: Callable | None = None
-    # (constructor kwargs in signature order, why it must raise ValueError, words the message must contain)
-    ctor_errors: tuple[tuple[dict, str, tuple[str, ...]], ...] = ()
     mistakes: tuple[Mistake, ...] = ()
     requires: tuple[str, ...] = ()  # problems whose module this one imports (their failures explain ours)
     trailing: Callable = lambda cfg: []  # arguments after the inputs and the masking argument (chunked's max_elements)
-    oracle: Callable | None = None  # float64 call -> outputs, from a library implementation we did not write
     banned: tuple[str, ...] = ()  # torch functions / aten operators the learner's code may not call
-    memory: Callable | None = None  # (cfg, args) -> [({arg: value}, elements allowed)]: calls whose forward is measured
-    # A float32 call too big to hide: {"dims": cfg, "args": {arg: value}, "allowed": (cfg, args) -> elements,
-    # "resident_kb": growth limit, "held_kb": limit on what the worker holds when it begins}; measured by the grader
-    # in the worker's memory cgroup (run/cgroup.py), else by the worker's own resident count
-    memory_backstop: dict | None = None
-    # {"bound": the bound as a formula, "advice": how to stay within it, "tensor": what a solution must not build}
-    memory_words: dict | None = None
-    memory_fit: Callable = lambda cfg: cfg  # dims for the memory calls: large enough that the tensor to avoid exceeds the bound
-    call_errors: Callable = lambda cfg: ()  # functions: ({arg name: value}, why, words) that must raise ValueError
     # check id -> who sees its result on Gradescope (VISIBILITIES), over `attnkit gradescope build --visibility`
     visibility: dict | None = None
     # check id -> {option: value}: the check's typed options (its `options` dataclass, judge/registry.py), validated

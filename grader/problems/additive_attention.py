@@ -136,7 +136,9 @@ PROBLEM = Problem(
     ctor_required=3,
     params=lambda c: {"W_q.weight": (c["h"], c["dq"]), "W_k.weight": (c["h"], c["dk"]), "w_v.weight": (1, c["h"])},
     inputs=qkv_inputs,
-    amplify=scale_scorer("w_v.weight"),
+    options={  # each check's options (the check units in judge/checks/ declare them)
+        "stability": {"amplify": scale_scorer("w_v.weight")},
+    },
     mistakes=MISTAKES,
     track="scoring",
     zh=ZH,

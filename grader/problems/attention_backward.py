@@ -167,9 +167,11 @@ PROBLEM = Problem(
     variants=({"rank": 3}, {"rank": 4}, {"rank": 2}),
     fit=lead_fit,
     inputs=lambda cfg, gen: lead_inputs(cfg, gen, *QKV, ("Tq", "dv")),  # then grad_output (..., Tq, dv)
-    amplify=amplify_qk,
+    options={  # each check's options (the check units in judge/checks/ declare them)
+        "stability": {"amplify": amplify_qk},
+        "oracle": {"call": _oracle},
+    },
     mistakes=MISTAKES,
-    oracle=_oracle,
     banned=LLM_BANNED + ("_flash_attention_backward", "_efficient_attention_backward",
                      "_softmax_backward_data", "_make_dual"),
     track="LLM",

@@ -238,13 +238,15 @@ PROBLEM = Problem(
     fit=_fit,
     params=_params,
     inputs=_inputs,
-    amplify=_amplify,
-    ctor_errors=(
+    options={  # each check's options (the check units in judge/checks/ declare them)
+        "stability": {"amplify": _amplify},
+        "parameters": {"errors": (
         ({"embed_dim": 10, "num_heads": 3}, "embed_dim not divisible by num_heads", ()),
         ({"embed_dim": 8, "num_heads": 2, "num_kv_heads": 0}, "num_kv_heads < 1", ()),
         ({"embed_dim": 12, "num_heads": 3, "num_kv_heads": 2}, "num_heads not divisible by num_kv_heads", ()),
         ({"embed_dim": 6, "num_heads": 2}, "an odd head size d = 3", ()),
-    ),
+    )},
+    },
     mistakes=MISTAKES,
     banned=LLM_BANNED,
     track="LLM",

@@ -198,9 +198,8 @@ PROBLEM = Problem(
     requires=("masked_softmax",),
     inputs=_inputs,
     trailing=lambda cfg: [3 * cfg["h"] + 1],
-    amplify=_amplify,
     mistakes=MISTAKES,
-    options={  # each check's options: judge/checks/memory.py (MemoryOptions), judge/checks/parity.py (PartialBlocks)
+    options={  # each check's options (the check units in judge/checks/ declare them)
         "memory": {
             "calls": _memory,
             "fit": _memory_fit,
@@ -210,8 +209,9 @@ PROBLEM = Problem(
             "backstop": BACKSTOP,
         },
         "parity_float64": {"blocks": _blocks},
+        "stability": {"amplify": _amplify},
+        "value_errors": {"calls": lambda cfg: (({"max_elements": cfg["h"] - 1}, "max_elements < h", ()),)},
     },
-    call_errors=lambda cfg: (({"max_elements": cfg["h"] - 1}, "max_elements < h", ()),),
     track="memory",
     after=('additive_attention',),
     zh=ZH,

@@ -233,9 +233,8 @@ PROBLEM = Problem(
     fit=lead_fit,
     inputs=lambda cfg, gen: lead_inputs(cfg, gen, *QKV),
     trailing=_trailing,
-    amplify=amplify_qk,
     negative=negative_qk,
-    options={  # each check's options: judge/checks/memory.py (MemoryOptions), judge/checks/parity.py (PartialBlocks)
+    options={  # each check's options (the check units in judge/checks/ declare them)
         "memory": {
             "calls": _memory,
             "fit": _memory_fit,
@@ -245,10 +244,11 @@ PROBLEM = Problem(
                                 "slice partial last blocks (padding an input copies it)"},
         },
         "parity_float64": {"blocks": lambda cfg: tuple({"block_q": bq, "block_k": bk} for bq, bk in BLOCKS)},
+        "stability": {"amplify": amplify_qk},
+        "value_errors": {"calls": lambda cfg: (({"block_q": 0}, "block_q = 0", ()), ({"block_k": -2}, "block_k = -2", ()))},
+        "oracle": {"call": _oracle},
     },
-    call_errors=lambda cfg: (({"block_q": 0}, "block_q = 0", ()), ({"block_k": -2}, "block_k = -2", ())),
     mistakes=MISTAKES,
-    oracle=_oracle,
     banned=LLM_BANNED,
     track="LLM",
     after=("scaled_dot_product_attention",),

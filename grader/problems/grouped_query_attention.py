@@ -191,15 +191,10 @@ PROBLEM = Problem(
     variants=({"Hkv": 2, "G": 3}, {"Hkv": 1, "G": 4}, {"Hkv": 4, "G": 1}),
     fit=_fit,
     inputs=_inputs,
-    amplify=amplify_qk,
     negative=negative_qk,
-    call_errors=lambda cfg: (({"keys": torch.zeros(cfg["B"], cfg["Hq"] + 1, cfg["Tk"], cfg["dq"], dtype=torch.float64),
-                               "values": torch.zeros(cfg["B"], cfg["Hq"] + 1, cfg["Tk"], cfg["dv"], dtype=torch.float64)},
-                              "Hq not divisible by Hkv", ()),),
     mistakes=MISTAKES,
-    oracle=_oracle,
     banned=LLM_BANNED,
-    options={  # each check's options: judge/checks/memory.py (MemoryOptions), judge/checks/parity.py (PartialBlocks)
+    options={  # each check's options (the check units in judge/checks/ declare them)
         "memory": {
             "calls": _memory,
             "fit": _memory_fit,
@@ -208,6 +203,11 @@ PROBLEM = Problem(
                       "advice": "Keys and values must not be repeated per query head: fold the group into the query axis "
                                 "(queries.reshape(B, Hkv, G*Tq, d)) and reshape the results back"},
         },
+        "stability": {"amplify": amplify_qk},
+        "value_errors": {"calls": lambda cfg: (({"keys": torch.zeros(cfg["B"], cfg["Hq"] + 1, cfg["Tk"], cfg["dq"], dtype=torch.float64),
+                               "values": torch.zeros(cfg["B"], cfg["Hq"] + 1, cfg["Tk"], cfg["dv"], dtype=torch.float64)},
+                              "Hq not divisible by Hkv", ()),)},
+        "oracle": {"call": _oracle},
     },
     track="LLM",
     after=("scaled_dot_product_attention",),

@@ -185,14 +185,16 @@ PROBLEM = Problem(
     fit=_fit,
     params=_params,
     inputs=qkv_inputs,
-    amplify=_amplify,
-    mistakes=MISTAKES,
-    ctor_errors=(
+    options={  # each check's options (the check units in judge/checks/ declare them)
+        "stability": {"amplify": _amplify},
+        "parameters": {"errors": (
         ({"query_dim": 4, "key_dim": 6, "score": "dot"}, "dot with query_dim != key_dim", ()),
         ({"query_dim": 4, "key_dim": 6, "score": "scaled_dot"}, "scaled_dot with query_dim != key_dim", ()),
         ({"query_dim": 4, "key_dim": 6, "score": "concat", "attn_dim": None}, "concat with attn_dim=None", ()),
         ({"query_dim": 4, "key_dim": 4, "score": "bilinear"}, "an unknown score", MODES),
-    ),
+    )},
+    },
+    mistakes=MISTAKES,
     track="scoring",
     after=("additive_attention",),
     zh=ZH,

@@ -144,7 +144,9 @@ PROBLEM = Problem(
         ),
     ),
     inputs=_inputs,
-    amplify=_amplify,
+    options={  # each check's options (the check units in judge/checks/ declare them)
+        "stability": {"amplify": _amplify},
+    },
     negative=_negative,
     mistakes=MISTAKES,
     track="warm-up",

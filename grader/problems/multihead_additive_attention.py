@@ -187,7 +187,9 @@ PROBLEM = Problem(
         "W_o.weight": (c["dv"], c["H"] * c["dv"]),
     },
     inputs=qkv_inputs,
-    amplify=scale_scorer("w_v"),
+    options={  # each check's options (the check units in judge/checks/ declare them)
+        "stability": {"amplify": scale_scorer("w_v")},
+    },
     mistakes=MISTAKES,
     track="multi-head",
     after=('additive_attention',),

@@ -133,7 +133,9 @@ PROBLEM = Problem(
     imports="import numpy as np\n",
     fit=lambda cfg, variant: {**cfg, "T": cfg["Tk"], "n_s": cfg["dq"], "n_h": cfg["dv"], "d": cfg["h"]},
     inputs=_inputs,
-    amplify=_amplify,
+    options={  # each check's options (the check units in judge/checks/ declare them)
+        "stability": {"amplify": _amplify},
+    },
     mistakes=MISTAKES,
     track="warm-up",
     zh=ZH,

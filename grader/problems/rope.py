@@ -204,13 +204,13 @@ PROBLEM = Problem(
     fit=_fit,
     inputs=_inputs,
     trailing=_trailing,
-    options={  # each check's options: judge/checks/memory.py (MemoryOptions), judge/checks/parity.py (PartialBlocks)
+    options={  # each check's options (the check units in judge/checks/ declare them)
         "parity_float64": {"blocks": lambda cfg: tuple({"positions": start + torch.arange(cfg["T"])} for start in FAR)},
+        "value_errors": {"calls": lambda cfg: (({"x": torch.zeros(cfg["B"], cfg["H"], cfg["T"], cfg["d"] - 1, dtype=torch.float64)},
+                              "an odd feature size d", ()),)},
+        "oracle": {"call": _oracle},
     },
-    call_errors=lambda cfg: (({"x": torch.zeros(cfg["B"], cfg["H"], cfg["T"], cfg["d"] - 1, dtype=torch.float64)},
-                              "an odd feature size d", ()),),
     mistakes=MISTAKES,
-    oracle=_oracle,
     track="LLM",
     zh=ZH,
 )

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from ..errors import BadInput
+from ..extensions import VARIABLE, worker_files
 from .sandbox import SUBMISSION, under, hidden_paths
 
 WORKER_MODULES = ("__init__", "extensions", "run/__init__", "run/harness", "run/intercept", "run/jail_server",
@@ -113,6 +114,13 @@ def command(scratch: str, hide: tuple[str, ...] = ()) -> list[str]:
     code = Path(__file__).resolve().parent.parent  # the package's folder
     for name in worker_modules(code):
         args += ["--ro-bind", str(code / f"{name}.py"), f"{CODE_DIR}/{PACKAGE}/{name}.py"]
+    extensions = worker_files()  # extensions' hook modules (grader/extensions.py), bound the same way
+    for package, files in extensions.items():
+        root = files[0].parent
+        for f in files:
+            args += ["--ro-bind", str(f), f"{CODE_DIR}/{package}/{f.relative_to(root).as_posix()}"]
+    if extensions:
+        args += ["--setenv", VARIABLE, ",".join(extensions)]
     args += _gpu()
     args += ["--bind", scratch, SUBMISSION, "--chdir", SUBMISSION]
     for key, value in (("PATH", "/usr/bin:/bin"), ("LANG", "C.UTF-8"), ("OMP_NUM_THREADS", "1"),

@@ -30,7 +30,7 @@ def _answer(problem, cases, submission):
 
 def check_capabilities(ctx):
     for case in ctx.of("source"):
-        bad = [f for f in ctx.result(case)["findings"] if refused(ctx.problem, f)]
+        bad = [f for f in ctx.result(case).extra["findings"] if refused(ctx.problem, f)]
         if bad:
             lines = [f"  {f.describe()}" for f in bad[:MAX_SHOWN]]
             more = [f"  ... and {len(bad) - MAX_SHOWN} more"] if len(bad) > MAX_SHOWN else []

@@ -1,8 +1,11 @@
 """Checks parameters and value_errors: what a constructor creates, and which arguments must raise ValueError."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from ..context import Failed
-from ..registry import Check, register
+from ..registry import Check, options, register
 from ...draw.describe import call_text, ctor_text, error_text
 from ...draw.groups import case_key, each_case, with_args
 from ...draw.scenarios import Case, base_call, make_mask
@@ -13,7 +16,7 @@ def group_ctor(problem, seed):
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         call = {"ctor": problem.ctor_call(cfg, variant), "construct": True}
         cases.append(Case(case_key("ctor", vi, ci), "ctor", variant, cfg, call))
-    for i, (kwargs, why, words) in enumerate(problem.ctor_errors):
+    for i, (kwargs, why, words) in enumerate(options(problem, "parameters").errors):
         items = list(kwargs.items())
         ctor = {"args": [v for _, v in items[: problem.ctor_required]], "kwargs": dict(items[problem.ctor_required :])}
         meta = {"why": why, "words": words}
@@ -28,7 +31,7 @@ def group_call_errors(problem, seed):
         if ci != 0:
             continue
         call = base_call(problem, cfg, variant, gen("err"), make_mask(problem, "batch", cfg, gen("err", "lens")))
-        for i, (overrides, why, words) in enumerate(problem.call_errors(cfg)):
+        for i, (overrides, why, words) in enumerate(options(problem, "value_errors").calls(cfg)):
             cases.append(Case(case_key("call_error", vi, ci, i), "ctor_error", variant, cfg, with_args(problem, call, overrides), must_raise=True,
                               reference=False, meta={"why": why, "words": words}))
     return cases
@@ -38,7 +41,7 @@ def check_parameters(ctx):
     p = ctx.problem
     for case in ctx.of("ctor"):
         expected = {n: list(s) for n, s in p.params({**case.cfg, **case.variant}).items()}
-        got = ctx.result(case)["params"]
+        got = ctx.result(case).params
         if got != expected:
             missing = sorted(set(expected) - set(got))
             extra = sorted(set(got) - set(expected))
@@ -58,11 +61,11 @@ def check_value_errors(ctx):
         text = ctor_text(p, case.call["ctor"]) if case.call.get("ctor") else call_text(p, case)
         if res is None:
             raise Failed(f"called {text}\nno result: {ctx.failure}")
-        if res["ok"]:
+        if res.ok:
             raise Failed(f"{text} was accepted; {case.meta['why']} must raise ValueError")
-        if not res["error"]["value_error"]:
+        if not res.error.value_error:
             raise Failed(f"{text} raised {error_text(res)}; {case.meta['why']} must raise ValueError")
-        missing = [w for w in case.meta["words"] if w not in res["error"]["text"]]
+        missing = [w for w in case.meta["words"] if w not in res.error.text]
         if missing:
             raise Failed(f"{text} raised {error_text(res)}\nthe message must name the valid choices; missing: {', '.join(missing)}")
 
@@ -71,7 +74,23 @@ def _fmt(params: dict) -> str:
     return "{" + ", ".join(f"{n}: {tuple(s)}" for n, s in sorted(params.items())) + "}" if params else "none"
 
 
+@dataclass(frozen=True)
+class ConstructorErrors:
+    """The parameters check's options: (constructor kwargs in signature order, why it must raise ValueError, words
+    the message must contain), one per invalid construction."""
+
+    errors: tuple = ()
+
+
+@dataclass(frozen=True)
+class CallErrors:
+    """The value_errors check's options: `calls(cfg)` -> ({arg name: value}, why, words), calls that must raise
+    ValueError naming the words."""
+
+    calls: Callable = lambda cfg: ()
+
+
 register(Check("parameters", "parameter names and shapes, constructor errors", {"ctor": group_ctor}, check_parameters,
-               explained_alone=True, needs=lambda p: None if p.is_module else "a module problem (a constructor)"))
+               explained_alone=True, options=ConstructorErrors, needs=lambda p: None if p.is_module else "a module problem (a constructor)"))
 register(Check("value_errors", "invalid arguments raise ValueError", {"call_error": group_call_errors}, check_value_errors,
-               explained_alone=True))
+               explained_alone=True, options=CallErrors))

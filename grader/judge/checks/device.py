@@ -28,8 +28,8 @@ def check_device(group: str):
     def judge(ctx):
         for case in ctx.of(group):
             res = ctx.result(case)
-            if any(d != "cuda" for d in res["devices"]):
-                ctx.fail(case, f"outputs came back on {res['devices']}, expected cuda (the inputs' device)")
+            if any(d != "cuda" for d in res.devices):
+                ctx.fail(case, f"outputs came back on {res.devices}, expected cuda (the inputs' device)")
             compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(case.call["dtype"]))
 
     return judge

@@ -78,7 +78,7 @@ def check_dropout(ctx):
 
 def _judge_dropped(ctx, case, out, counts) -> None:
     """The output must be G(D * weights): solve it for the dropped weights P and check each P / weight."""
-    reveal, p = ctx.ref[case.key]["reveal"], case.meta["p"]
+    reveal, p = ctx.ref[case.key].extra["reveal"], case.meta["p"]
     P, residual = dropped_weights(reveal, out)
     w = reveal["weights"]
     scale = 1.0 / (1.0 - p)

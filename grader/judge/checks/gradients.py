@@ -27,8 +27,8 @@ def check_gradients(ctx):
     for case in ctx.of("grad"):
         res = ctx.result(case)
         compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance("float64"))
-        for key, expected in ctx.ref[case.key]["grads"].items():
-            got = res["grads"].get(key)
+        for key, expected in ctx.ref[case.key].grads.items():
+            got = res.grads.get(key)
             label = f"gradient of {names[int(key[6:])]}" if key.startswith("input:") else f"gradient of {key[6:]}"
             if got is None:
                 ctx.fail(case, f"{label}: no gradient reaches it (detached, or the parameter is never used)")

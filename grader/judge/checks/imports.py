@@ -26,7 +26,7 @@ def _answer(problem, cases, submission):
 
 def check_no_torch(ctx):
     for case in ctx.of("imports"):
-        modules = ctx.result(case)["modules"]
+        modules = ctx.result(case).extra["modules"]
         if modules:
             raise Failed(f"importing {ctx.problem.id}.py in a fresh Python imports {', '.join(modules[:3])}: this "
                          "problem is NumPy only; remove every torch import (also those of modules it imports)",

@@ -101,7 +101,7 @@ def check_memory(ctx):
             _outside(ctx, case, res, words)
             compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(case.call["dtype"]))
             continue
-        peak, allowed = res["peak"], case.meta["allowed"]
+        peak, allowed = res.extra["peak"], case.meta["allowed"]
         if not peak["ops"]:
             ctx.fail(case, "the allocation measurement saw no operator during the forward: it was switched off "
                      "(a disabled dispatch mode); the memory bound cannot be checked, so it is not met")
@@ -113,7 +113,7 @@ def check_memory(ctx):
 
 def _outside(ctx, case, res, words) -> None:
     """The backstop call: the grader's own measurement of the worker's cgroup, else the worker's resident count."""
-    outside, limit, held_limit = res.get("outside"), case.meta["resident_kb"], case.meta["held_kb"]
+    outside, limit, held_limit = res.extra.get("outside"), case.meta["resident_kb"], case.meta["held_kb"]
     if outside is not None:
         if outside["held_kb"] > held_limit:
             ctx.fail(case, f"the worker already held {outside['held_kb'] / 1024:.0f} MB when this call began (the "
@@ -126,8 +126,8 @@ def _outside(ctx, case, res, words) -> None:
                      f"process you start); a solution within the bound needs well under {limit / 1024:.0f} MB "
                      f"here: {words.tensor}, or a large part of it, was built")
         return
-    resident = (res.get("peak") or {}).get("resident_kb")
-    if resident is None and "outside" in res:  # a window was opened (so the worker did not count) and read nothing:
+    resident = (res.extra.get("peak") or {}).get("resident_kb")
+    if resident is None and "outside" in res.extra:  # a window was opened (so the worker did not count) and read nothing:
         raise GraderError("the grader could not measure the memory of this call, neither from outside the worker nor "
                           "inside it")  # not judged: once learner code has run, that fails the check
     if resident is not None and resident > limit:

@@ -102,18 +102,18 @@ def check_side_effects(ctx):
     names = ctx.problem.arg_names
     for case in ctx.of("base") + ctx.of("f32"):
         res = ctx.result(case)
-        if res["changed"]:
-            ctx.fail(case, f"the call modified its input `{names[res['changed'][0]]}` in place; work on a copy "
+        if res.changed:
+            ctx.fail(case, f"the call modified its input `{names[res.changed[0]]}` in place; work on a copy "
                      "(masked_fill, not masked_fill_; x = x + 1, not x += 1)")
-        for name, g in zip(ctx.problem.outputs, res["outputs"][0]):
+        for name, g in zip(ctx.problem.outputs, res.outputs):
             want = getattr(torch, case.call["dtype"])
             if g.dtype != want:
                 how = ("no float64 constants: np.exp, @ and sums keep float32 when every operand is float32"
                        if returns_arrays(ctx.problem) else "use dtype=x.dtype or torch.*_like")
                 ctx.fail(case, f"{name} came back as {str(g.dtype).replace('torch.', '')}, expected "
                          f"{str(want).replace('torch.', '')} (the inputs' dtype): create nothing with a fixed dtype ({how})")
-        if any(d != "cpu" for d in res["devices"]):
-            ctx.fail(case, f"outputs came back on {res['devices']}, expected the inputs' device (cpu)")
+        if any(d != "cpu" for d in res.devices):
+            ctx.fail(case, f"outputs came back on {res.devices}, expected the inputs' device (cpu)")
 
 
 register(Check("shapes", "output shapes (B=1, Tk=1, Tq != Tk, ...)", {"base": group_base}, check_shapes))

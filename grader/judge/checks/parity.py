@@ -1,12 +1,15 @@
 """Checks parity_float64, parity_float32 and oracle: the values, against the reference and a library."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 
 import torch
 
 from ..compare import mismatch, tolerance
 from ..context import compare_all, valid_mask
-from ..registry import Check, register
+from ..registry import Check, options, register
 from ...draw.scenarios import as_reference
 from .outputs import PartialBlocks, group_base, group_float32
 from .parity_symptoms import SYMPTOMS, evidence
@@ -24,7 +27,7 @@ def check_oracle(ctx):
     """Parity with a library implementation (ctx.ref[...]["oracle"]) on every row with an allowed key."""
     tol = tolerance("float64")
     for case in ctx.of("base"):
-        got, oracle = ctx.outputs(case), ctx.ref[case.key]["oracle"]
+        got, oracle = ctx.outputs(case), ctx.ref[case.key].extra["oracle"]
         rows = valid_mask(ctx.problem, case).any(-1)  # the score matrix's rows with an allowed key
         for out, g, e in zip(ctx.problem.returns, got, oracle):
             name, row_dims = out.name, e.dim() - (out.role != "lse")  # lse has one entry per row, the others a vector
@@ -36,20 +39,28 @@ def check_oracle(ctx):
             keep = keep.expand(e.shape[:row_dims])
             problem = mismatch(f"{name} (on rows with an allowed key)", g[keep], e[keep], tol)
             if problem:
-                ctx.fail(case, f"compared with {ctx.problem.oracle.__doc__.strip()}:\n{problem}")
+                ctx.fail(case, f"compared with {options(ctx.problem, 'oracle').call.__doc__.strip()}:\n{problem}")
 
 
 register(Check("parity_float64", "same values as the reference, float64", {"base": group_base},
                check_parity("base", "float64"), general=True, options=PartialBlocks, symptoms=SYMPTOMS, evidence=evidence))
 register(Check("parity_float32", "same values as the reference, float32", {"f32": group_float32},
                check_parity("f32", "float32")))
+@dataclass(frozen=True)
+class Oracle:
+    """The oracle check's options: `call(float64 call) -> outputs`, from a library implementation we did not write
+    (its docstring names it in messages)."""
+
+    call: Callable
+
+
 def _oracle_values(problem, cases, target, refs) -> None:
     """A library implementation's outputs on the same float64 calls (refs[key]["oracle"])."""
     for k, c in cases.items():
         if c.group == "base":
-            refs[k]["oracle"] = [o.detach() for o in problem.oracle(as_reference(c.call))]
+            refs[k]["oracle"] = [o.detach() for o in options(problem, "oracle").call(as_reference(c.call))]
 
 
 register(Check("oracle", "same values as an independent oracle (PyTorch's own)", {"base": group_base}, check_oracle,
                expected=_oracle_values,
-               needs=lambda p: None if p.oracle is not None else "an oracle (a library implementation)"))
+               options=Oracle))

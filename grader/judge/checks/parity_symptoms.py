@@ -21,7 +21,7 @@ from ...masks import rule
 
 def _ok(ctx, case):
     res = ctx.got.get(case.key)
-    return res if res and res.get("ok") and res.get("outputs") else None
+    return res if res is not None and res.has_outputs else None
 
 
 def _weights(ctx, case):
@@ -31,7 +31,7 @@ def _weights(ctx, case):
     at = ctx.problem.weights_index
     if res is None or ref is None or at is None:
         return None
-    w, e = res["outputs"][0][at].to(torch.float64), ref["outputs"][0][at].to(torch.float64)
+    w, e = res.outputs[at].to(torch.float64), ref.outputs[at].to(torch.float64)
     return (w, e) if w.shape == e.shape else None
 
 
@@ -41,7 +41,7 @@ def _right(ctx, case) -> bool:
     if res is None or ref is None:
         return False
     return all(g.shape == e.shape and usage(g, e, tolerance("float64")) <= 1
-               for g, e in zip(res["outputs"][0], ref["outputs"][0]))
+               for g, e in zip(res.outputs, ref.outputs))
 
 
 def _plain(case) -> bool:
@@ -161,7 +161,7 @@ def _sums_along_wrong_axis(ctx) -> bool:
         at = ctx.problem.weights_index
         if case.lens != "none" or res is None or case.cfg["Tq"] == case.cfg["Tk"] or at is None:
             continue
-        w = res["outputs"][0][at].to(torch.float64)
+        w = res.outputs[at].to(torch.float64)
         if w.dim() < 2:
             continue
         one = torch.ones((), dtype=torch.float64)
@@ -178,7 +178,7 @@ def _float32_rounding_only(ctx) -> bool:
         res, ref = _ok(ctx, case), ctx.ref.get(case.key)
         if res is None or ref is None:
             return False
-        for g, e in zip(res["outputs"][0], ref["outputs"][0]):
+        for g, e in zip(res.outputs, ref.outputs):
             if g.shape != e.shape or g.dtype != torch.float64 or not torch.isfinite(g).all():
                 return False
             if usage(g, e, tolerance("float32")) > 1:
@@ -220,7 +220,7 @@ def evidence(problem, ctx) -> list[str]:
         at = problem.weights_index
         if res is None or ref is None or at is None:
             continue
-        w, e = res["outputs"][0][at], ref["outputs"][0][at]
+        w, e = res.outputs[at], ref.outputs[at]
         if w.shape != e.shape:
             swapped = w.shape[:-2] + w.shape[-2:][::-1] == e.shape
             lines.append(f"the weights come back as {tuple(w.shape)} where {tuple(e.shape)} is expected"

@@ -1,14 +1,25 @@
 """Check stability: finite and right for scores of magnitude ~1e4 in float32."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import torch
 
 from ..compare import STABILITY
 from ..context import compare_all, returns_arrays
-from ..registry import Check, register
+from ..registry import Check, options, register
 from ...draw.groups import case_key, each_case, form, negative_cases
 from ...draw.scenarios import Case, base_call, cast, make_mask
 from ...model.spec import SCORE_BOUND
+
+
+@dataclass(frozen=True)
+class Amplify:
+    """The stability check's options: `amplify(args, state, cfg)` scales a float64 call in place so that its scores
+    reach about 1e4 (SCORE_BOUND); cfg holds the variant."""
+
+    amplify: Callable
 
 
 def group_stability(problem, seed):
@@ -19,7 +30,7 @@ def group_stability(problem, seed):
         if ci != 0:
             continue
         call = base_call(problem, cfg, variant, gen("stable"), make_mask(problem, "query", cfg, gen("slens")))
-        problem.amplify(call["args"], call["state"], {**cfg, **variant})
+        options(problem, "stability").amplify(call["args"], call["state"], {**cfg, **variant})
         cases.append(Case(case_key("stable", vi, ci), "stable", variant, cfg, cast(call, "float32"), lens=form(problem, "query")))
     for case in cases:
         case.tol = STABILITY
@@ -37,4 +48,4 @@ def check_stability(ctx):
 
 
 register(Check("stability", "finite and right for scores ~1e4 in float32", {"stable": group_stability}, check_stability,
-               needs=lambda p: None if p.amplify is not None else "an amplify hook (scores of ~1e4)"))
+               options=Amplify))

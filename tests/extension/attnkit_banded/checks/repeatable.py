@@ -19,7 +19,7 @@ def group_twice(problem, seed):
 
 def check_repeatable(ctx):
     for case in ctx.of("twice"):
-        seen = ctx.result(case).get("twice")
+        seen = ctx.result(case).extra.get("twice")
         if not isinstance(seen, dict) or seen.get("same") is not True:
             raise Failed("the same call twice on the same inputs gave different outputs: no hidden state, no "
                          "randomness", case, symptom="stateful")
