@@ -1,9 +1,9 @@
-"""A problem of a new shape arrives from its own files alone: a spec, a stub and a reference.
+"""A problem of a new shape arrives from its own files alone: a spec, its translations, a stub and a reference.
 
 The throwaway problem `attention_lse` returns a tuple of two tensors, (output, lse), with no weights, and takes
 a causal flag instead of a mask: roles the shipped problems do not use together. The test copies the installed
-package into a temporary directory, adds the spec (grader/problems/) and the reference (solutions/) there and
-nothing else, renders the stub from the spec, and grades the stub, the reference and a one-line mistake in a
+package into a temporary directory, adds the spec (grader/problems/), its Chinese texts (grader/problems/zh/) and
+the reference (solutions/) there and nothing else, renders the stub from the spec, and grades the stub, the reference and a one-line mistake in a
 fresh interpreter that imports the copy.
 """
 from __future__ import annotations
@@ -56,10 +56,11 @@ PROBLEM = Problem(
     amplify=_amplify,
     mistakes=(Mistake("top_left", "causal aligned to the top left", ((CAUSAL, "tril(0)"),)),),
     track="memory",
-    zh={"title": "t", "summary": "s", "hints": ("1", "2", "3"), "statements": ("s",),
-        "mistakes": {"top_left": ("n", "e", "h")}},
 )
 '''
+
+TRANSLATION = {"title": "t", "summary": "s", "hints": ["1", "2", "3"], "statements": ["s"],
+               "mistakes": {"top_left": {"name": "n"}}}
 
 REFERENCE = '''import torch
 
@@ -110,6 +111,7 @@ def test_a_problem_of_a_new_shape_is_graded_from_its_own_files(tmp_path):
     if not (copy / "solutions").is_dir():  # an editable install keeps the references beside the package
         shutil.copytree(attnkit.REFERENCE_DIR, copy / "solutions", ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "problems" / "attention_lse.py").write_text(SPEC)
+    (copy / "problems" / "zh" / "attention_lse.json").write_text(json.dumps(TRANSLATION))
     (copy / "solutions" / "attention_lse.py").write_text(REFERENCE)
     r = subprocess.run([sys.executable, "-c", GRADE, str(tmp_path)], capture_output=True, text=True, timeout=300,
                        cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "HOME": str(tmp_path)})

@@ -20,20 +20,16 @@ def test_every_shipped_spec_is_valid(problem):
 
 
 def _broken(field: str):
-    p = get("luong_attention")
-    zh = dict(p.zh)
+    p = get("luong_attention", "en")
     if field == "check id":
         return dataclasses.replace(p, points={**p.points, "parity_floa64": 1})
     if field == "track":
         return dataclasses.replace(p, track="scorng")
     if field == "requires":
         return dataclasses.replace(p, requires=("masked_softmx",))
-    if field == "translation":
-        zh["mistakes"] = {k: v for k, v in zh["mistakes"].items() if k != p.mistakes[0].id}
-        return dataclasses.replace(p, zh=zh)
     if field == "patch":
         stale = Mistake("stale", "a patch of code the reference no longer has", (("scores = scores * 2", "x"),))
-        return dataclasses.replace(p, mistakes=p.mistakes + (stale,), zh={**zh, "mistakes": {**zh["mistakes"], "stale": ("", "", "")}})
+        return dataclasses.replace(p, mistakes=p.mistakes + (stale,))
     if field == "id":
         return dataclasses.replace(p, id="luong")
     if field == "visibility":
@@ -58,7 +54,6 @@ def _broken(field: str):
     ("check id", "field points: unknown check id 'parity_floa64'"),
     ("track", "field track 'scorng' is not a track"),
     ("requires", "field requires names unknown problems ['masked_softmx']"),
-    ("translation", "missing translation zh['mistakes']"),
     ("patch", "mistake 'stale': its patch no longer applies to the reference"),
     ("id", "field id is 'luong', not the file's name 'luong_attention'"),
     ("visibility", "field visibility must map checks of field points to one of hidden, after_due_date, after_published, "
@@ -83,7 +78,8 @@ def test_attnkit_grade_names_a_broken_spec_in_one_line(monkeypatch, capsys):
     from attnkit.fronts.cli import main
 
     real = registry.get
-    monkeypatch.setattr(registry, "get", lambda pid: _broken("check id") if pid == "luong_attention" else real(pid))
+    monkeypatch.setattr(registry, "get", lambda pid, lang=None: _broken("check id") if pid == "luong_attention"
+                        else real(pid, lang))
     code = main(["grade", "--impl", "solutions", "--problems", "masked"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 3 and len(err) == 1 and "unknown check id 'parity_floa64'" in err[0], err

@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 
 from .. import ROOT
-from ..model.i18n import using
 from ..judge.checks import CHECKS
 from ..problems import all_problems
 from ..model.stubs import is_untouched_stub, render
@@ -22,7 +21,7 @@ SYNC = "attnkit dev sync"
 
 def readme_table() -> str:
     rows = ["| # | problem (`exercises/<id>.py`) | defines | points (+ on CUDA) | what you build |", "|---|---|---|---|---|"]
-    for i, p in enumerate(all_problems(), 1):
+    for i, p in enumerate(all_problems("en"), 1):
         cuda = sum(v for k, v in p.points.items() if CHECKS[k].needs_cuda)
         rows.append(f"| {i} | `{p.id}` | `{p.symbol}` | {p.max_points - cuda} (+{cuda}) | {p.summary} |")
     return "\n".join(rows)
@@ -41,7 +40,7 @@ SCHEMA = "grader/report.schema.json"
 def render_schema(text: str) -> str:
     """The report schema with the problem-id enum taken from the specs."""
     data = json.loads(text)
-    data["properties"]["problems"]["items"]["properties"]["id"]["enum"] = [p.id for p in all_problems()]
+    data["properties"]["problems"]["items"]["properties"]["id"]["enum"] = [p.id for p in all_problems("en")]
     return json.dumps(data, indent=2) + "\n"
 
 
@@ -63,16 +62,12 @@ NOTEBOOK_DIRS = {"en": "notebooks", "zh": "notebooks/zh"}
 
 def _notebooks():
     """(relative path, language, problem id) of every learner notebook."""
-    return [(f"{folder}/{p.id}.ipynb", lang, p.id) for lang, folder in NOTEBOOK_DIRS.items() for p in all_problems()]
+    return [(f"{folder}/{p.id}.ipynb", lang, p.id) for lang, folder in NOTEBOOK_DIRS.items()
+            for p in all_problems("en")]
 
 
 def stale(root: Path = ROOT) -> list[str]:
     """One line per generated file that is not what the specs say; each names the fix."""
-    with using("en"):
-        return _stale(root)
-
-
-def _stale(root: Path) -> list[str]:
     from ..integrations.notebooks import build, text
 
     out = []
@@ -82,7 +77,7 @@ def _stale(root: Path) -> list[str]:
             out.append(f"{rel} is missing: run `{SYNC}`")
         elif _notebook_untouched(path) and path.read_text() != text(build(pid, "learner", lang=lang)):
             out.append(f"{rel} is stale: run `{SYNC}`")
-    for p in all_problems():
+    for p in all_problems("en"):
         path = root / "exercises" / f"{p.id}.py"
         if not path.exists():
             out.append(f"exercises/{p.id}.py is missing: run `{SYNC}`")
@@ -99,13 +94,8 @@ def _stale(root: Path) -> list[str]:
 
 def sync(root: Path = ROOT) -> list[str]:
     """Rewrite generated files; a stub the learner has worked on is left alone (and reported)."""
-    with using("en"):
-        return _sync(root)
-
-
-def _sync(root: Path) -> list[str]:
     done = []
-    for p in all_problems():
+    for p in all_problems("en"):
         path = root / "exercises" / f"{p.id}.py"
         text = render(p)
         if path.exists() and not is_untouched_stub(path.read_text()):
@@ -145,7 +135,7 @@ def self_check(root: Path = ROOT) -> list[str]:
 
     out = stale(root)
     with tempfile.TemporaryDirectory() as tmp:
-        for p in all_problems():
+        for p in all_problems("en"):
             (Path(tmp) / f"{p.id}.py").write_text(render(p))
         for p in grade(tmp).problems:
             if p.status != "not_started":

@@ -289,11 +289,14 @@ def _dtypes(res) -> list[str] | None:
 
 
 def describe(problem, rid: str | None) -> str:
-    """The teaching text for a recognised mistake id (or the honest 'nothing matches')."""
+    """The teaching text for a recognised mistake id (or the honest 'nothing matches'), in the language of
+    `problem`'s texts."""
+    lang = problem.lang
     if rid is None:
-        return word("nothing")
+        return word("nothing", lang)
     owner, _, mid = rid.rpartition(":")
-    source = get(owner) if owner else get(problem.id)
+    source = get(owner, lang) if owner else get(problem.id, lang)
     m = next(x for x in source.mistakes if x.id == mid)
-    where = f" ({word('imported', owner=owner, pid=problem.id)})" if owner else ""
-    return f"{word('mistake')} [{rid}]: {m.name}{where}.\n  {word('why')}: {m.explain}\n  {word('fix')}: {m.hint}"
+    where = f" ({word('imported', lang, owner=owner, pid=problem.id)})" if owner else ""
+    return (f"{word('mistake', lang)} [{rid}]: {m.name}{where}.\n  {word('why', lang)}: {m.explain}\n"
+            f"  {word('fix', lang)}: {m.hint}")

@@ -146,10 +146,9 @@ def _impl_arg(p) -> None:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    if getattr(args, "lang", None):
-        from ..model.i18n import set_lang
+    from ..model.i18n import from_env, using
 
-        set_lang(args.lang)
+    args.lang = getattr(args, "lang", None) or from_env()  # passed down to the commands
     try:
         if args.command == "grade-batch":
             args.connection = cluster_connection(args)  # the cluster's flags checked here, before any work
@@ -158,7 +157,8 @@ def main(argv=None) -> int:
             _warm_up(args)
         if hasattr(args, "impl") and args.command != "grade":
             args.impl = impl_dir(args.impl if args.impl is not None else default_impl())
-        return args.run(args)
+        with using(args.lang):  # for the callers of problems.get that pass no language (grading.py)
+            return args.run(args)
     except BadInput as exc:  # one line whatever it quotes (a submission's or a member's name, a path)
         from ..run.inbox import one_line
 

@@ -19,7 +19,7 @@ def cmd_grade(args) -> int:
     from ..judge.checks import validate_checks
     from ..problems import all_problems
 
-    for problem in all_problems():  # a broken spec: one clear line (exit 3), before any grading
+    for problem in all_problems(args.lang):  # a broken spec: one clear line (exit 3), before any grading
         validate_checks(problem)
     if args.variant is not None:
         if args.seed is not None:
@@ -275,7 +275,7 @@ def cmd_export(args) -> int:
 def cmd_course(args) -> int:
     from ..integrations.course import ASSIGNMENT, init
 
-    for path in init(args.directory):
+    for path in init(args.directory, args.lang):
         print(f"wrote {path}")
     print(f"next: cd {args.directory} && nbgrader generate_assignment {ASSIGNMENT}")
     return 0

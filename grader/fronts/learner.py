@@ -20,7 +20,7 @@ def cmd_list(args) -> int:
     report = grade(args.impl)
     colour = fancy()
     print(f"attnkit: {report.impl} (seed {report.seed}); solve the track in order\n")
-    print(track_table(report, all_problems(), colour=colour))
+    print(track_table(report, all_problems(args.lang), colour=colour))
     print(progress(report, colour=colour))
     return 0
 
@@ -28,7 +28,7 @@ def cmd_list(args) -> int:
 def cmd_hint(args) -> int:
     from ..problems import get
 
-    problem = get(resolve(args.problem))
+    problem = get(resolve(args.problem), args.lang)
     data = state.load()
     level = min(data["hints"].get(problem.id, 0) + 1, len(problem.hints))
     data["hints"][problem.id] = level
@@ -36,8 +36,8 @@ def cmd_hint(args) -> int:
     from ..model.i18n import word
 
     for i, text in enumerate(problem.hints[:level], 1):
-        print(word("hint", i=i, n=len(problem.hints), pid=problem.id, text=text))
-    print(word("next_hint" if level < len(problem.hints) else "last_hint", pid=problem.id))
+        print(word("hint", args.lang, i=i, n=len(problem.hints), pid=problem.id, text=text))
+    print(word("next_hint" if level < len(problem.hints) else "last_hint", args.lang, pid=problem.id))
     return 0
 
 
@@ -65,7 +65,7 @@ def cmd_reset(args) -> int:
     from ..problems import get
     from ..model.stubs import is_untouched_stub, render
 
-    problem = get(resolve(args.problem))
+    problem = get(resolve(args.problem), args.lang)
     path = Path(args.impl) / f"{problem.id}.py"
     stub = render(problem)
     if path.exists():

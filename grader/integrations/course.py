@@ -44,12 +44,9 @@ configure(c)
 '''
 
 
-def init(directory, lang: str | None = None) -> list[Path]:
-    """Write the course (notebooks in `lang`, default: the chosen language); refuses a directory that
-    exists and is not empty (nothing is overwritten)."""
-    from ..model.i18n import current
-
-    lang = lang or current()
+def init(directory, lang: str = "en") -> list[Path]:
+    """Write the course (notebooks in `lang`); refuses a directory that exists and is not empty (nothing is
+    overwritten)."""
     root = Path(directory)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise BadInput(f"{directory} exists and is not empty: choose a new directory (nothing is overwritten)")

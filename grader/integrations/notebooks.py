@@ -15,7 +15,6 @@ import nbformat
 
 from ..judge.checks import CHECKS
 from .. import solution_path
-from ..model.i18n import current, using
 from ..problems import get
 from ..model.stubs import docstring, render
 
@@ -86,7 +85,7 @@ def _meta(grade_id: str, *, solution=False, grade=False, locked=True, points=Non
     return {"nbgrader": meta}
 
 
-WORDS = {  # the notebooks' own sentences; the problem's texts come from its spec (grader/model/i18n.py)
+WORDS = {  # the notebooks' own sentences; the problem's from its localized spec (grader/model/i18n.py)
     "requires": {"en": "Your {deps} goes in the first code cell (copy it from its own notebook); the next cell is this "
                        "problem.\n",
                  "zh": "第一个代码单元放你的 {deps}（从它自己的 notebook 复制过来）；下一个单元是本题。\n"},
@@ -103,8 +102,8 @@ WORDS = {  # the notebooks' own sentences; the problem's texts come from its spe
 }
 
 
-def _say(key: str, **fields) -> str:
-    return WORDS[key][current()].format(**fields)
+def _say(key: str, lang: str, **fields) -> str:
+    return WORDS[key][lang].format(**fields)
 
 
 def statement(problem) -> str:
@@ -114,16 +113,15 @@ def statement(problem) -> str:
     for m in problem.methods:
         parts.append(f"```python\n{m.signature}\n{docstring(m, '    ')}```\n")
     if problem.requires:
-        parts.append(_say("requires", deps="`" + "`, `".join(problem.requires) + "`"))
-    parts.append(_say("stuck", pid=problem.id))
+        parts.append(_say("requires", problem.lang, deps="`" + "`, `".join(problem.requires) + "`"))
+    parts.append(_say("stuck", problem.lang, pid=problem.id))
     return "\n".join(parts)
 
 
 def build(pid: str, kind: str, solution: str | None = None, lang: str = "en") -> nbformat.NotebookNode:
     """kind: "learner" (notebooks/) or "source" (nbgrader). solution: None, "regions" or "plain".
     lang: the language of the statement, hints, docstrings and headings."""
-    with using(lang):
-        return _build(get(pid), kind, solution)
+    return _build(get(pid, lang), kind, solution)
 
 
 def _build(problem, kind: str, solution: str | None) -> nbformat.NotebookNode:
@@ -145,11 +143,11 @@ def _build(problem, kind: str, solution: str | None) -> nbformat.NotebookNode:
     add("code", "from attnkit.integrations.notebook import start\n\nstart()  # attnkit's grader warms up in the background",
         _meta(f"start_{pid}"))
     for dep in problem.requires + (pid,):
-        add("code", cell_source(get(dep), solution), _meta(f"impl_{dep}", solution=True, locked=False))
-    add("md", _say("quick"), _meta(f"quick_md_{pid}"))
+        add("code", cell_source(get(dep, problem.lang), solution), _meta(f"impl_{dep}", solution=True, locked=False))
+    add("md", _say("quick", problem.lang), _meta(f"quick_md_{pid}"))
     add("code", f'from attnkit.integrations.notebook import quick_check\n\nquick_check("{pid}")', _meta(f"quick_{pid}"))
     if source:
-        add("md", _say("graded"), _meta(f"graded_md_{pid}"))
+        add("md", _say("graded", problem.lang), _meta(f"graded_md_{pid}"))
         for cid, points in problem.points.items():
             if CHECKS[cid].needs_cuda:
                 continue
@@ -157,10 +155,10 @@ def _build(problem, kind: str, solution: str | None) -> nbformat.NotebookNode:
                         f"### BEGIN HIDDEN TESTS\ncheck(\"{pid}\", \"{cid}\")\n### END HIDDEN TESTS",
                 _meta(f"check_{pid}_{cid}", grade=True, points=points))
     else:
-        add("md", _say("full"))
+        add("md", _say("full", problem.lang))
         add("code", f'from attnkit.integrations.notebook import grade_here\n\ngrade_here("{pid}")')
     if problem.weights_index is not None:  # a heatmap of the weights, where the problem returns them
-        add("md", _say("weights"), _meta(f"weights_md_{pid}"))
+        add("md", _say("weights", problem.lang), _meta(f"weights_md_{pid}"))
         add("code", f'from attnkit.integrations.notebook import show_weights\n\nshow_weights("{pid}")', _meta(f"weights_{pid}"))
     nb.cells = cells
     return nb

@@ -1,19 +1,38 @@
-"""Two languages, English and Simplified Chinese: `--lang zh|en` or ATTNKIT_LANG chooses.
+"""Two languages, English and Simplified Chinese: `--lang zh|en` or ATTNKIT_LANG chooses, at the edge.
 
-Each spec keeps its Chinese next to its English (`zh=` in grader/problems/<id>.py): statements,
-hints and the mistake catalogue. `localize` swaps them in; tests/test_i18n.py fails on any
-missing or untranslated text. The grader's own sentences that frame them are in `WORDS`.
+The language is a value passed down: the CLI resolves it once (`--lang`, else $ATTNKIT_LANG, else en) and hands it
+to `problems.get(pid, lang)`, `word(key, lang)`, the notebooks' `build(..., lang=)`; a localized spec carries its
+own `lang`, so the code it is handed to (diagnose.describe) speaks the same language without asking.
+
+Catalogues. The English texts are the specs themselves (grader/problems/<id>.py). Each other language keeps its
+texts in a catalogue beside them, one JSON file per problem, grader/problems/<lang>/<id>.json:
+
+    {"title": "...", "summary": "...", "class_doc": "..." (module problems only),
+     "hints": ["...", ...] (one per hint), "statements": ["...", ...] (one per method),
+     "shared": ["dropout", ...] (optional: groups of grader/problems/<lang>/_shared.json),
+     "mistakes": {"<mistake id>": {"name": "...", "explain": "...", "hint": "..."}, ...}}
+
+Mistakes that several specs share (grader/problems/_common.py) are translated once, in _shared.json
+({"mistakes": {"<group>": {"<mistake id>": {...}}}}), and named by group in each catalogue that uses them.
+`read_catalogue` reads one entry; grader/model/validate.py's `validate_translation` checks it against its spec
+when the spec is first loaded (grader/problems/__init__.py): a missing text and a key that translates nothing in
+the spec are each a SpecError naming the catalogue file and the key. The grader's own sentences that frame the
+texts are in `WORDS`.
 """
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
+import json
 import os
+from pathlib import Path
 
-from ..errors import BadInput
+from ..errors import BadInput, SpecError
 
 LANGS = ("en", "zh")
-_chosen: list[str] = []
+MISTAKE_TEXTS = ("name", "explain", "hint")
+SHARED = "_shared.json"
 
 WORDS = {
     "mistake": {"en": "Recognised mistake", "zh": "识别出的常见错误"},
@@ -29,47 +48,91 @@ WORDS = {
 }
 
 
-def current() -> str:
-    """The chosen language: set_lang / using, else ATTNKIT_LANG, else English."""
-    if _chosen:
-        return _chosen[-1]
-    lang = os.environ.get("ATTNKIT_LANG", "en").strip().lower() or "en"
-    return lang if lang in LANGS else "en"
-
-
 def check(lang: str) -> str:
     if lang not in LANGS:
         raise BadInput(f"unknown language {lang!r}; choose from: {', '.join(LANGS)}")
     return lang
 
 
-def set_lang(lang: str) -> None:
-    _chosen[:] = [check(lang)]
+def from_env() -> str:
+    """$ATTNKIT_LANG when it names a language, else English: the default the edge (the CLI) starts from."""
+    lang = os.environ.get("ATTNKIT_LANG", "en").strip().lower() or "en"
+    return lang if lang in LANGS else "en"
+
+
+_ambient: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnkit_lang", default=None)
+
+
+def ambient() -> str:
+    """The language of a caller that passes none to problems.get (grading.py, the integrations that take no
+    language yet): the innermost `using`, else $ATTNKIT_LANG, else English. Everything else is passed a language."""
+    return _ambient.get() or from_env()
 
 
 @contextlib.contextmanager
 def using(lang: str):
-    _chosen.append(check(lang))
+    """Run a block whose callers of problems.get pass no language (grading.grade) in `lang`."""
+    token = _ambient.set(check(lang))
     try:
         yield
     finally:
-        _chosen.pop()
+        _ambient.reset(token)
 
 
-def word(key: str, **fields) -> str:
-    return WORDS[key][current()].format(**fields)
+def word(key: str, lang: str, **fields) -> str:
+    return WORDS[key][lang].format(**fields)
 
 
-def localize(problem, lang: str):
-    """The problem with its texts in `lang` (English is the spec itself)."""
-    if lang == "en" or not problem.zh:
+def read_catalogue(folder: Path, pid: str, lang: str, shown: str = "grader/problems") -> dict:
+    """The catalogue entry of `pid` in `lang` (folder/<lang>/<pid>.json), with the shared groups it names merged
+    into its mistakes. Not checked against the spec here: validate.validate_translation does that. `shown`: how
+    messages name `folder`."""
+    where = f"translations {shown}/{lang}/{pid}.json"
+    entry = _read_json(folder / lang / f"{pid}.json", where, f" (spec grader/problems/{pid}.py needs its {lang} texts)")
+    groups = entry.pop("shared", [])
+    if not groups:
+        return entry
+    shared_where = f"translations {shown}/{lang}/{SHARED}"
+    if not isinstance(groups, list):
+        raise SpecError(f"{where}: key 'shared' must list groups of {shared_where}'s 'mistakes'")
+    shared = _read_json(folder / lang / SHARED, shared_where, f" ({where} names its groups {groups})").get("mistakes")
+    if not isinstance(shared, dict):
+        raise SpecError(f"{shared_where}: key 'mistakes' must map group names to mistakes")
+    mistakes = entry.setdefault("mistakes", {})
+    for group in groups:
+        if group not in shared or not isinstance(shared[group], dict):
+            raise SpecError(f"{where}: key 'shared' names unknown group {group!r} (known: {', '.join(shared)})")
+        for mid, texts in shared[group].items():
+            if not isinstance(texts, dict) or set(texts) != set(MISTAKE_TEXTS):
+                raise SpecError(f"{shared_where}: key 'mistakes.{group}.{mid}' must hold exactly "
+                                f"{', '.join(MISTAKE_TEXTS)}")
+            if mid in mistakes:
+                raise SpecError(f"{where}: key 'mistakes.{mid}' is also in group {group!r} of {shared_where} "
+                                f"(one home per text: drop one)")
+            mistakes[mid] = texts
+    return entry
+
+
+def _read_json(path: Path, where: str, why: str) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"{where} is missing{why}") from None
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"{where} does not load: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{where} holds a {type(data).__name__}, not an object of texts")
+    return data
+
+
+def localize(problem, lang: str, entry: dict):
+    """The problem with its texts in `lang`, from its catalogue entry (validated: it has every text the spec
+    has). English is the spec itself."""
+    if lang == "en":
         return problem
-    zh = problem.zh  # a gap falls back to English here; tests/test_i18n.py fails on it
-    statements = list(zh.get("statements", ())) + [m.statement for m in problem.methods][len(zh.get("statements", ())):]
-    methods = tuple(dataclasses.replace(m, statement=s) for m, s in zip(problem.methods, statements))
-    mistakes = tuple(dataclasses.replace(m, **dict(zip(("name", "explain", "hint"), zh["mistakes"][m.id])))
-                     if m.id in zh.get("mistakes", {}) else m for m in problem.mistakes)
-    hints = tuple(zh.get("hints", ())) + problem.hints[len(zh.get("hints", ())):]
-    return dataclasses.replace(problem, title=zh.get("title", problem.title), summary=zh.get("summary", problem.summary),
-                               hints=hints, class_doc=zh.get("class_doc", problem.class_doc), methods=methods,
-                               mistakes=mistakes)
+    methods = tuple(dataclasses.replace(m, statement=s) for m, s in zip(problem.methods, entry["statements"]))
+    mistakes = tuple(dataclasses.replace(m, **{k: entry["mistakes"][m.id].get(k, getattr(m, k)) for k in MISTAKE_TEXTS})
+                     for m in problem.mistakes)
+    return dataclasses.replace(problem, title=entry["title"], summary=entry["summary"], hints=tuple(entry["hints"]),
+                               class_doc=entry.get("class_doc", problem.class_doc), methods=methods,
+                               mistakes=mistakes, lang=lang)

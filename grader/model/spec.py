@@ -94,8 +94,9 @@ class Problem:
     options: dict | None = None
     track: str = ""  # the track (grader/model/tracks.py) this problem belongs to
     after: tuple[str, ...] = ()  # problems to solve first (besides `requires`): what this one builds on
-    # Simplified Chinese: title, summary, hints, class_doc, statements (one per method), mistakes {id: (name, explain, hint)}
-    zh: dict | None = None
+    # the language of the texts above: "en" as written here; problems.get(id, lang) gives a copy whose texts come from
+    # the catalogue grader/problems/<lang>/<id>.json (grader/model/i18n.py)
+    lang: str = "en"
 
     @property
     def is_module(self) -> bool:

@@ -32,22 +32,46 @@ def validate(problem: Problem, module: str, order: tuple[str, ...]) -> None:
     if len(set(ids)) != len(ids):
         raise SpecError(f"{where}: field mistakes repeats an id ({sorted(i for i in ids if ids.count(i) > 1)[0]})")
     _roles(problem, where)
-    _translations(problem, where)
     _patches(problem, where)
 
 
-def _translations(problem: Problem, where: str) -> None:
-    zh = problem.zh or {}
-    for key in ("title", "summary"):
-        if not zh.get(key):
-            raise SpecError(f"{where}: missing translation zh[{key!r}]")
-    if len(zh.get("statements", ())) != len(problem.methods):
-        raise SpecError(f"{where}: missing translation zh['statements'] (one per method: {len(problem.methods)})")
-    if len(zh.get("hints", ())) != len(problem.hints):
-        raise SpecError(f"{where}: missing translation zh['hints'] (one per hint: {len(problem.hints)})")
-    missing = [m.id for m in problem.mistakes if m.id not in zh.get("mistakes", {})]
+def texts(problem: Problem) -> dict[str, str]:
+    """Every text of the spec that a catalogue translates, by its catalogue key: "title", "summary", "class_doc"
+    (module problems), "hints[i]", "statements[i]" (one per method), "mistakes.<id>.name" / ".explain" / ".hint"
+    (those the spec writes)."""
+    out = {"title": problem.title, "summary": problem.summary}
+    if problem.class_doc:
+        out["class_doc"] = problem.class_doc
+    out.update({f"hints[{i}]": h for i, h in enumerate(problem.hints)})
+    out.update({f"statements[{i}]": m.statement for i, m in enumerate(problem.methods)})
+    for m in problem.mistakes:
+        out.update({f"mistakes.{m.id}.{part}": getattr(m, part) for part in ("name", "explain", "hint")
+                    if getattr(m, part)})
+    return out
+
+
+def _keys(entry, prefix: str = "") -> dict:
+    """A catalogue entry flattened to the keys of `texts`: lists by index, objects by dotted name."""
+    if isinstance(entry, dict):
+        return {k: v for key, value in entry.items() for k, v in _keys(value, f"{prefix}.{key}" if prefix else key).items()}
+    if isinstance(entry, list) and prefix in ("hints", "statements"):
+        return {f"{prefix}[{i}]": v for i, v in enumerate(entry)}
+    return {prefix: entry}
+
+
+def validate_translation(problem: Problem, entry: dict, where: str) -> None:
+    """A catalogue entry (grader/model/i18n.py) holds exactly the texts its spec has, each a non-empty string:
+    the first missing one, else the first key that translates nothing in the spec, fails naming `where` (the
+    catalogue file) and the key."""
+    spec = f"spec grader/problems/{problem.id}.py"
+    has, got = texts(problem), _keys(entry)
+    missing = [k for k in has if not (isinstance(got.get(k), str) and got[k].strip())]
     if missing:
-        raise SpecError(f"{where}: missing translation zh['mistakes'][{missing[0]!r}]")
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise SpecError(f"{where}: missing translation {missing[0]!r}{more}: {spec} has it")
+    unknown = [k for k in got if k not in has]
+    if unknown:
+        raise SpecError(f"{where}: unknown key {unknown[0]!r}: {spec} has no such text")
 
 
 def _patches(problem: Problem, where: str) -> None:

@@ -4,14 +4,19 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+from pathlib import Path
 
 from .. import masks  # noqa: F401 - the mask rules' roles are known before any spec is validated
 from ..errors import BadInput, SpecError
 from ..extensions import modules
-from ..model.i18n import current, localize
+from ..model.i18n import LANGS, ambient, check, localize, read_catalogue
 from ..model.spec import Problem
 from ..model.tracks import TRACKS
-from ..model.validate import validate
+from ..model.validate import validate, validate_translation
+
+CATALOGUES = Path(__file__).parent
+"""The folder of the translations' catalogues: <lang>/<id>.json beside the specs (grader/model/i18n.py)."""
+
 
 @functools.lru_cache(maxsize=1)
 def _specs() -> dict:
@@ -26,6 +31,15 @@ def _specs() -> dict:
         except Exception as exc:  # noqa: BLE001 - a broken spec is reported as a SpecError by get()
             specs[name.rsplit(".", 1)[1]] = exc
     return specs
+
+
+@functools.lru_cache(maxsize=None)
+def _home(pid: str) -> Path | None:
+    """The folder of an extension's spec, where its translations are (None: a spec of the kit's, CATALOGUES)."""
+    for name in modules("problems"):
+        if name.rsplit(".", 1)[1] == pid:
+            return Path(importlib.import_module(name).__file__).parent
+    return None
 
 
 def _track_order(specs: dict) -> tuple[str, ...]:
@@ -56,30 +70,46 @@ def _order() -> tuple[str, ...]:
     return _track_order(_specs())
 
 
-def all_problems() -> list[Problem]:
-    return [get(pid) for pid in _order()]
+def all_problems(lang: str | None = None) -> list[Problem]:
+    return [get(pid, lang) for pid in _order()]
 
 
-_LOCALIZED: dict = {}
-_VALID: set = set()
-
-
-def get(pid: str) -> Problem:
-    """The spec of `pid`, its texts in the chosen language (grader/model/i18n.py)."""
+def get(pid: str, lang: str | None = None) -> Problem:
+    """The spec of `pid`, its texts in `lang` ("en": the spec itself). The spec and every language's catalogue
+    entry are validated at its first load. None: the ambient language (grader/model/i18n.py `ambient`), for
+    the callers that pass none (grading.py and the integrations that take no language yet)."""
     if pid not in _order():
         raise KeyError(f"unknown problem {pid!r}; choose from: {', '.join(_order())}")
+    return _localized(pid, check(lang) if lang else ambient(), _home(pid) or CATALOGUES)
+
+
+@functools.lru_cache(maxsize=None)
+def _localized(pid: str, lang: str, folder: Path) -> Problem:
+    problem = _validated(pid, folder)
+    return localize(problem, lang, _translation(pid, lang, folder)) if lang != "en" else problem
+
+
+@functools.lru_cache(maxsize=None)
+def _validated(pid: str, folder: Path) -> Problem:
+    """The spec, once it and its translations in every language passed validation (a failure is not cached:
+    it is raised again on each call)."""
     problem = _specs()[pid]
     if not isinstance(problem, Problem):
         raise SpecError(f"spec grader/problems/{pid}.py does not load: {type(problem).__name__}: {problem}")
-    if pid not in _VALID:
-        validate(problem, pid, _order())  # once per spec, at its first load
-        _VALID.add(pid)
-    lang = current()
-    if lang == "en":
-        return problem
-    if (pid, lang) not in _LOCALIZED:
-        _LOCALIZED[(pid, lang)] = localize(problem, lang)
-    return _LOCALIZED[(pid, lang)]
+    validate(problem, pid, _order())
+    for lang in LANGS:
+        if lang != "en":
+            _translation(pid, lang, folder)
+    return problem
+
+
+@functools.lru_cache(maxsize=None)
+def _translation(pid: str, lang: str, folder: Path) -> dict:
+    """The catalogue entry of `pid` in `lang`, checked against its spec."""
+    shown = "grader/problems" if folder == Path(__file__).parent else str(folder)
+    entry = read_catalogue(folder, pid, lang, shown)
+    validate_translation(_specs()[pid], entry, f"translations {shown}/{lang}/{pid}.json")
+    return entry
 
 
 def resolve(name: str) -> str:

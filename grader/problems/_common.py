@@ -107,25 +107,6 @@ BOOLEAN_MASK_MISTAKES = (  # problems 6 and 7 share these lines of their referen
             explain="exp of a score of ~1e4 is inf, and inf / inf is NaN; subtracting the row maximum avoids it.",
             hint="torch.softmax (it subtracts the maximum), or exp(s - s.amax(-1, keepdim=True))."),
 )
-BOOLEAN_MASK_MISTAKES_ZH = {
-    "float32_inside": ("float64 计算中混进了 float32 的一步",
-                       "分数在某处经过了 float32（.float()、float32 常量或张量、torch.finfo(torch.float32)）：结果仍是 float64，"
-                       "却只有 float32 的约 7 位有效数字。",
-                       "每个张量和常量都用输入的 dtype 创建（dtype=scores.dtype、torch.finfo(scores.dtype)）。"),
-    "fill_zero": ("被屏蔽的分数填成了 0，而不是一个很小的负数",
-                  "被屏蔽的分数为 0 并不小：当允许的分数都低于 0（比如 -50）时，被屏蔽的键在掩码清零之前几乎拿走了全部权重，"
-                  "这一行的和不再是 1。",
-                  "用 torch.finfo(scores.dtype).min 填充（或用 -inf，再把没有可关注键的行清零）。"),
-    "mask_inverted": ("掩码约定反了（把 True 当成“屏蔽”）",
-                      "True 表示该键“可以”被关注（F.scaled_dot_product_attention 的约定）；nn.MultiheadAttention 的掩码用相反的约定"
-                      "（评分器和它比较时会把掩码取反）。",
-                      "在掩码为 False 的位置填充：scores.masked_fill(~mask, ...)。"),
-    "softmax_no_max": ("手写 softmax 却没有减去最大值",
-                       "约 1e4 的分数取 exp 得到 inf，而 inf / inf 是 NaN；减去行最大值就能避免。",
-                       "用 torch.softmax（它会减去最大值），或 exp(s - s.amax(-1, keepdim=True))。"),
-}
-
-
 def aligned(d: int, to: float, dtype=torch.float64):
     """(a, u) with u a unit vector of size d: queries a*u + e*q and keys -a*u + e*k score about `to` (< 0)
     after the 1/sqrt(d) scale, with a spread of about e*a/sqrt(d) around it."""
@@ -160,17 +141,6 @@ def dropout_mistakes(applied: str, misplaced: str) -> tuple:
     )
 
 
-DROPOUT_MISTAKES_ZH = {
-    "dropout_wrong_p": ("dropout 用了固定的 p，而不是模块的 `dropout` 参数",
-                        "保留下来的权重被放大了 1/(1-p)，但这个 p 不是模块收到的那个：p 被写死了（或取自错误的参数）。",
-                        "self.dropout = nn.Dropout(dropout)，用构造函数自己的参数。"),
-    "dropout_misplaced": ("dropout 作用在输出（或 values）上，而不是权重上",
-                          "注意力 dropout 置零的是注意力权重：每个查询丢掉它关注的部分键。对输出（或 values）做 dropout "
-                          "丢掉的是特征，而不是键。",
-                          "output = dropout(weights) @ values：在 softmax 之后对权重做 dropout。"),
-}
-
-
 def concat_no_transpose(returned: str, reshaped: str) -> Mistake:
     """A multi-head module's return line `returned`, with the contexts reshaped without the transpose."""
     return Mistake("concat_no_transpose", "head contexts concatenated without moving the head axis next to the features",
@@ -178,8 +148,3 @@ def concat_no_transpose(returned: str, reshaped: str) -> Mistake:
                    explain="The contexts are (B, H, Tq, d): reshaping them straight to (B, Tq, H*d) mixes queries of "
                            "different heads into one row. The head axis must move next to the features first.",
                    hint="context.transpose(1, 2).reshape(B, Tq, H * d): (B, Tq, H, d), then flatten the last two.")
-
-
-CONCAT_NO_TRANSPOSE_ZH = ("拼接各头的上下文时没有先把头的轴移到特征旁边",
-                          "上下文是 (B, H, Tq, d)：直接 reshape 成 (B, Tq, H*d) 会把不同头的查询混进同一行。必须先把头的轴移到特征旁边。",
-                          "context.transpose(1, 2).reshape(B, Tq, H * d)：先变成 (B, Tq, H, d)，再展平最后两维。")

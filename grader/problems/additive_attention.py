@@ -1,7 +1,7 @@
 """Spec: additive (Bahdanau) attention."""
 from ..model.spec import Method, Mistake, Problem
 from ._common import (
-    DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, OUTPUT_AND_WEIGHTS, MODULE_IMPORTS, WEIGHTS_RULES, dropout_mistakes,
+    FORWARD_ARGS, FORWARD_SIGNATURE, OUTPUT_AND_WEIGHTS, MODULE_IMPORTS, WEIGHTS_RULES, dropout_mistakes,
     qkv_inputs, scale_scorer,
 )
 
@@ -39,58 +39,6 @@ MISTAKES = (
             explain="Queries and keys were broadcast on each other's axes, so the scores come out as (B, Tk, Tq) instead of (B, Tq, Tk).",
             hint='W_q(queries).unsqueeze(2) is (B, Tq, 1, h); W_k(keys).unsqueeze(1) is (B, 1, Tk, h).'),
 ) + dropout_mistakes('torch.bmm(self.dropout(weights), values)', 'self.dropout(torch.bmm(weights, values))')
-
-
-ZH = {
-    "title": "加性（Bahdanau）注意力",
-    "summary": "scores = w_v . tanh(W_q q + W_k k)，带掩码的 softmax，再对 values 加权求和。",
-    "hints": (
-        "先投影一次再广播：W_q(queries) 是 (B, Tq, h)，W_k(keys) 是 (B, Tk, h)；"
-        "分别 unsqueeze 成 (B, Tq, 1, h) 和 (B, 1, Tk, h)，相加得到 (B, Tq, Tk, h)。",
-        "tanh 作用在这个和上、在 w_v 之前；w_v 把 h 映射到 1，去掉最后一维得到 scores (B, Tq, Tk)。"
-        "复用 masked_softmax（相对导入），权重乘的是 values，不是 keys。",
-        "几乎就是答案了：features = torch.tanh(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))；"
-        "scores = self.w_v(features).squeeze(-1)；weights = masked_softmax(scores, valid_lens)；"
-        "return torch.bmm(self.dropout(weights), values), weights",
-    ),
-    "class_doc": "加性注意力：scores[b, i, j] = w_v . tanh(W_q q_i + W_k k_j)。",
-    "statements": (
-        "只创建下面这些参数（都没有偏置），以及一个概率为 `dropout` 的 dropout：\n"
-        "W_q = nn.Linear(query_dim, attn_dim, bias=False)  把查询映射到 h\n"
-        "W_k = nn.Linear(key_dim, attn_dim, bias=False)    把键映射到 h\n"
-        "w_v = nn.Linear(attn_dim, 1, bias=False)          把 h 映射成一个分数",
-        "scores[b, i, j] = w_v . tanh(W_q q_i + W_k k_j)，形状 (B, Tq, Tk)；\n"
-        "weights = masked_softmax(scores, valid_lens)，返回的是 dropout 之前的权重；\n"
-        "output = dropout(weights) @ values。eval() 模式下 dropout 不起作用。",
-    ),
-    "mistakes": {**DROPOUT_MISTAKES_ZH, 
-        "no_tanh": ("缺少 tanh",
-                    "没有 tanh 时，w_v . (W_q q + W_k k) 拆成只含查询的一项和只含键的一项；查询项对所有键都一样，"
-                    "softmax 只看得到键：打分函数无法比较 q 和 k。",
-                    "在 w_v 之前对 W_q q_i + W_k k_j 应用 torch.tanh。"),
-        "tanh_after_w_v": ("tanh 用在了 w_v 之后而不是之前",
-                           "tanh 应作用在 (B, Tq, Tk, h) 的特征上；作用在分数上只会把分数压到 (-1, 1)，打分函数仍是线性的。",
-                           "scores = w_v(tanh(W_q q + W_k k))，而不是 tanh(w_v(W_q q + W_k k))。"),
-        "weights_on_keys": ("权重乘在了 keys 上而不是 values 上",
-                            "注意力权重乘的是 keys，而应该是 values。",
-                            "output = dropout(weights) @ values；keys 只参与打分。"),
-        "lens_ignored": ("忽略了 valid_lens",
-                         "valid_lens 没有传到 softmax：填充位置的键得到了权重。",
-                         "把 valid_lens 传给 masked_softmax(scores, valid_lens)。"),
-        "weights_after_dropout": ("返回的权重经过了 dropout",
-                                  "返回的权重经过了 dropout：train() 下它们被放大 1/(1-p) 并部分置零，和不再为 1。",
-                                  "返回值保留 softmax 的输出；只对乘以 values 的那份副本做 dropout。"),
-        "dropout_in_eval": ("eval() 模式下 dropout 仍然生效",
-                            "eval() 模式下 dropout 仍在起作用（例如 F.dropout 没传 training=self.training），评估结果是随机的。",
-                            "使用 nn.Dropout 模块，或 F.dropout(x, p, training=self.training)。"),
-        "extra_bias": ("W_q 带了偏置",
-                       "约定里没有的参数（这里是一个偏置）：参数名和形状必须恰好是 W_q.weight、W_k.weight、w_v.weight。",
-                       "三个 nn.Linear 都用 bias=False 创建，不要多加别的。"),
-        "query_key_swapped": ("查询和键在错误的轴上广播（分数被转置）",
-                              "查询和键互换了广播的轴，分数变成 (B, Tk, Tq) 而不是 (B, Tq, Tk)。",
-                              "W_q(queries).unsqueeze(2) 是 (B, Tq, 1, h)；W_k(keys).unsqueeze(1) 是 (B, 1, Tk, h)。"),
-    },
-}
 
 
 PROBLEM = Problem(
@@ -141,5 +89,4 @@ PROBLEM = Problem(
     },
     mistakes=MISTAKES,
     track="scoring",
-    zh=ZH,
 )

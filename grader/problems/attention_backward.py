@@ -83,54 +83,6 @@ def _oracle(call):
         return list(torch.autograd.grad((out * do).sum(), leaves))
 
 
-ZH = {
-    "title": "注意力的反向传播",
-    "summary": "手写注意力的反向传播：dQ、dK、dV，因果或非因果，不用任何自动微分。",
-    "hints": (
-        "先重算前向：P = softmax(q k^T / sqrt(d))（因果时用右下对齐的掩码），O = P V。然后沿着前向的每一步往回推。",
-        "dV = P^T dO；dP = dO V^T；softmax 的反向：dS = P * (dP - rowsum(dO * O))；dQ = dS K / sqrt(d)；dK = dS^T Q / sqrt(d)。",
-        "几乎就是答案了：没有可关注键的行 P 全为 0（不要除以 0），它们什么也不贡献；每个梯度用它对应输入的 dtype 返回。"
-        "调用期间 backward、torch.autograd.grad、torch.func 都被关掉了。",
-    ),
-    "statements": (
-        "O = softmax(q k^T / sqrt(d)) v（只在可关注的键上；因果规则同 flash_attention）。返回 sum(O * grad_output) 对 queries、keys、\n"
-        "values 的梯度，各自与对应输入同形状、dtype 和设备。没有可关注键的行不贡献任何东西。不能用任何自动微分\n"
-        "（Tensor.backward、torch.autograd.grad/backward、torch.autograd.functional、forward_ad、torch.func）：评分器\n"
-        "在调用期间关掉了它们。不修改输入；float32 下分数绝对值到 1e4 都稳定。",
-    ),
-    "mistakes": {
-        "no_delta": ("缺少 rowsum(dO * O) 这一项：dS = P * dP",
-                     "softmax 每一行的雅可比矩阵是 diag(P) - P P^T：dS = P * (dP - rowsum(P * dP))，而 rowsum(P * dP) = "
-                     "rowsum(dO * O)。少了这一项，dS 的每一行都差了 P 乘以这个和。",
-                     "写成：delta = (dO * O).sum(-1, keepdim=True)；dS = P * (dP - delta)。"),
-        "jacobian_transposed": ("softmax 的修正项在查询轴上求和，而不是在键轴上（雅可比矩阵转置了）",
-                                "P 的每一行是在键上做的一个 softmax；它的雅可比矩阵只混合这一行的元素，所以修正项在键（最后一维）上求和，"
-                                "每个查询一个数。",
-                                "delta 的形状是 (..., Tq, 1)：在最后一维上求和。"),
-        "causal_missing": ("反向传播里缺少因果掩码",
-                           "反向传播必须重算和前向一样的 P：is_causal 时未来的键概率为 0，也没有梯度。",
-                           "在 softmax 之前用 j <= i + (Tk - Tq) 屏蔽分数，和前向完全一样。"),
-        "causal_top_left": ("因果掩码左上对齐",
-                            "查询 i 可关注键 j 当且仅当 j <= i + (Tk - Tq)（右下对齐，同 flash_attention）；tril(0) 是左上对齐的规则，"
-                            "只有 Tq == Tk 时相同。",
-                            "写成：torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq)。"),
-        "dq_no_scale": ("grad_queries 缺少 1/sqrt(d) 的缩放", "S = Q K^T / sqrt(d)，所以 dQ = dS K / sqrt(d)：缩放同时进入 dQ 和 dK。",
-                        "写成：dq = ds @ k / sqrt(d)。"),
-        "dk_from_keys": ("grad_keys 用了键而不是查询", "S = Q K^T / sqrt(d)：S 对 K 的梯度是查询，dK = dS^T Q / sqrt(d)。",
-                         "写成：dk = ds^T @ q / sqrt(d)。"),
-        "dv_not_transposed": ("grad_values 写成了 P dO，而不是 P^T dO", "O = P V，P 是 (Tq, Tk)：dV = P^T dO，形状与 values 相同 (Tk, dv)。",
-                              "写成：dv = p.transpose(-2, -1) @ do。"),
-        "empty_rows_nan": ("没有可关注键的行梯度为 NaN（0 / 0）",
-                           "没有可关注键的查询（因果且 Tq > Tk）P = 0 / 0：NaN 会扩散到所有梯度；这样的行什么也不贡献。",
-                           "只在行和为正的地方除以行和。"),
-        "float32_grads": ("梯度以 float32 返回", "每个梯度用对应输入的 dtype：float64 输入得到 float64 梯度。", "写成：return dq.to(queries.dtype), ..."),
-        "uses_autograd": ("调用 torch.autograd.grad，而不是自己计算梯度",
-                          "这道题就是手写反向传播；评分器调用它时，任何形式的自动微分都被关掉了。",
-                          "写成：dV = P^T dO；dP = dO V^T；dS = P * (dP - rowsum(dO * O))；dQ = dS K / sqrt(d)；dK = dS^T Q / sqrt(d)。"),
-    },
-}
-
-
 PROBLEM = Problem(
     id="attention_backward",
     title="Attention backward",
@@ -176,5 +128,4 @@ PROBLEM = Problem(
                      "_softmax_backward_data", "_make_dual"),
     track="LLM",
     after=("flash_attention",),
-    zh=ZH,
 )

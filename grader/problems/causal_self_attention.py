@@ -124,67 +124,6 @@ def _amplify(args, state, cfg):
         cache[0].mul_(root)
 
 
-ZH = {
-    "title": "因果自注意力（RoPE、GQA、KV 缓存）",
-    "summary": "LLaMA 式解码器的注意力：RoPE、分组查询头和 KV 缓存；分段解码与一次计算结果相同。",
-    "hints": (
-        "新 token 的位置是 P..P+T-1，P 是缓存长度（没有缓存时为 0）。q 和 k 用 apply_rope 旋转（interleaved=False），"
-        "再把新的 k、v 接在缓存后面，返回新的缓存；给定的缓存不要修改。",
-        "查询头 n 使用键/值头 n // G：k.repeat_interleave(G, dim=1) 在这里是允许的。新 token t 可以看到键 j <= P + t："
-        "torch.ones(T, P+T).tril(P)。缩放用 1/sqrt(d)，d = E // H。",
-        "几乎就是答案了：q = rope(W_q(x) 拆成 (B, H, T, d))；k = rope(W_k(x) 拆成 (B, Hkv, T, d))；k, v = cat(缓存, 新的)；"
-        "scores = q @ repeat_interleave(k)^T / sqrt(d)，按 tril(P) 屏蔽；output = W_o(拼接各头的 softmax(scores) @ v)。",
-    ),
-    "class_doc": "LLaMA 式解码器的注意力：RoPE、分组查询头（Hkv 个键/值头）和 KV 缓存。",
-    "statements": (
-        "E = embed_dim，H = num_heads，Hkv = num_kv_heads（默认 H），d = E // H。E % H != 0、num_kv_heads < 1、\n"
-        "H % Hkv != 0 或 d 为奇数时抛出 ValueError。恰好这些参数，没有偏置：W_q = nn.Linear(E, E)，\n"
-        "W_k = nn.Linear(E, Hkv*d)，W_v = nn.Linear(E, Hkv*d)，W_o = nn.Linear(E, E)。头 n 使用投影的特征 n*d:(n+1)*d。\n"
-        "注册的 buffer 都必须是 persistent=False。",
-        "x (B, T, E) 是 T 个新 token；cache 为 None（P = 0）或 (k, v)，各为 (B, Hkv, P, d)：之前 P 个 token 旋转后的键和值。\n"
-        "新 token 位于 P..P+T-1；查询和键按 apply_rope(..., interleaved=False, base=rope_base) 旋转；新 token t 关注\n"
-        "所有之前的 token 和不晚于自己的新 token；查询头 n 使用键/值头 n // (H // Hkv)；各头按顺序拼接，再经过 W_o：\n"
-        "output (B, T, E)。返回的缓存是 (cat(k_past, k_new), cat(v_past, v_new))，各为 (B, Hkv, P+T, d)；给定的缓存\n"
-        "永远不被修改。把一个序列分成任意的预填充和若干次后续调用，输出和最终缓存都与一次调用相同。",
-    ),
-    "mistakes": {
-        "causal_top_left": ("因果掩码左上对齐：有缓存时新 token 看不到之前的 token",
-                            "新 token t 位于位置 P + t，可以看到所有缓存的 token 和不晚于自己的新 token：键 j <= P + t 时允许（右下对齐）。"
-                            "tril(0) 忽略了 P 个缓存的 token。",
-                            "写成：torch.ones(T, P + T, dtype=torch.bool).tril(P)。"),
-        "positions_not_offset": ("新 token 从位置 0 开始旋转，而不是从 P（缓存长度）",
-                                 "有 P 个缓存 token 时，新 token 位于 P..P+T-1：从 0 开始旋转会让解码出的 token 看起来像序列的第一个。",
-                                 "positions = torch.arange(P, P + T)，P = cache[0].shape[-2]（没有缓存时为 0）。"),
-        "unrotated_cache": ("在 RoPE 之前缓存键（每次调用都把整个缓存旋转一遍）",
-                            "约定中的缓存存的是旋转后的键：每个键在计算出来时按自己的位置旋转一次。缓存未旋转的键会得到别的解码器无法使用的缓存，"
-                            "而且每一步都要重新旋转全部 P+T 个键。",
-                            "在把新的 k 接到缓存之前，先按新位置旋转它。"),
-        "values_rotated": ("对 values 也做了 RoPE", "RoPE 把位置编码进分数 q . k；values 承载内容，从不旋转。", "只旋转查询和键。"),
-        "interleaved_rope": ("RoPE 用了 interleaved 配对，而不是 rotate-half",
-                             "这个模块用 rotate-half 配对 (i, i + d/2)，和 Hugging Face 的 LLaMA 一样（interleaved=False）。",
-                             "apply_rope(..., interleaved=False)，即默认值。"),
-        "head_mod_mapping": ("用 repeat 平铺键/值头（头 n -> n % Hkv）", "查询头 n 使用键/值头 n // G（连续分组）：用 repeat_interleave，不是 repeat。",
-                             "写成：k.repeat_interleave(G, dim=1)。"),
-        "wk_sized_E": ("W_k 和 W_v 的大小是 E，而不是 Hkv * d",
-                       "分组查询时键和值只有 Hkv 个头、每个 d 个特征：W_k 和 W_v 把 E 映射到 Hkv * d，这正是要点（KV 缓存小 G 倍）。",
-                       "写成：nn.Linear(E, num_kv_heads * d, bias=False)。"),
-        "scale_by_sqrt_E": ("分数按 1/sqrt(E) 缩放，而不是 1/sqrt(d)", "每个头的分数是 d 个特征的点积：缩放因子是 1/sqrt(d)，d = E // H。",
-                            "除以 math.sqrt(d)，d 是每个头的维度。"),
-        "no_causal_mask": ("没有因果掩码：新 token 关注了更晚的新 token",
-                           "解码器的 token 不能看到未来：有 T 个新 token 时，token t 只能看到缓存和新 token 0..t。没有掩码时，一次调用整个序列"
-                           "与逐个 token 解码的结果不同。",
-                           "当 j > P + t 时屏蔽键 j。"),
-        "cache_float32": ("返回的缓存被转成了 float32", "缓存以输入的 dtype 保存键和值：float64 模型保持 float64 缓存。", "按计算结果返回 (k, v)。"),
-        "cache_modified_in_place": ("给定的缓存被原地扩展（Tensor.set_），而不是返回新的张量",
-                                    "调用者仍然持有它传入的缓存：原地扩展这些张量会在调用者不知情时改变它的状态（束搜索或重试会复用旧缓存）。"
-                                    "约定要求返回新的张量，永远不修改给定的缓存。",
-                                    "写成：k = torch.cat((cache[0], k_new), dim=-2)：一个新张量；返回它。"),
-        "kv_heads_not_checked": ("接受了不能被 num_kv_heads 整除的 num_heads", "查询头要平均分到各个键/值头上：num_heads % num_kv_heads 必须为 0。",
-                                 "写成：if num_kv_heads < 1 or num_heads % num_kv_heads: raise ValueError(...)。"),
-    },
-}
-
-
 PROBLEM = Problem(
     id="causal_self_attention",
     title="Causal self-attention with RoPE, GQA and a KV cache",
@@ -251,5 +190,4 @@ PROBLEM = Problem(
     banned=LLM_BANNED,
     track="LLM",
     after=("grouped_query_attention",),
-    zh=ZH,
 )

@@ -111,56 +111,6 @@ def _memory_fit(cfg):
     return {**cfg, "h": max(cfg["h"], 6)}
 
 
-ZH = {
-    "title": "内存受限的加性注意力",
-    "summary": "分块计算的加性注意力：任何张量都不超过 max(max_elements, S) 个元素。",
-    "hints": (
-        "大张量是每个 (b, i, j) 的 tanh(W_q q_i + W_k k_j)：B*Tq*Tk*h 个元素。先投影一次（W_q queries 只有 (B, Tq, h)），"
-        "再每次为一块 (b, i, j) 三元组构造特征。",
-        "一块 n 个三元组会分配 n*h 个元素，所以 n = max_elements // h（max_elements >= h 时至少为 1；小于 h 时抛出 ValueError）。"
-        "每块只保留分数 (n,)，不保留特征；分数 (B, Tq, Tk) 不超过 S。",
-        "for start in range(0, B*Tq*Tk, n): idx = torch.arange(start, min(start + n, B*Tq*Tk)); b, i, j = idx // (Tq*Tk), "
-        "idx // Tk % Tq, idx % Tk; scores.append(torch.tanh(q[b, i] + k[b, j]) @ w_v[0])。最后只做一次 masked_softmax。",
-    ),
-    "statements": (
-        "结果与 eval() 模式下的 AdditiveAttention 相同（scores = w_v . tanh(W_q q_i + W_k k_j)，带掩码的\n"
-        "softmax，weights @ values），权重以 nn.Linear 布局的张量给出，但永远不构造完整的 (B, Tq, Tk, h)\n"
-        "张量：调用期间任何运算分配的张量（视图和原地操作的结果除外）都不能超过 max(max_elements, S) 个元素，\n"
-        "S 是任一输入、B*Tq*Tk、B*Tq*dv、B*Tq*h、B*Tk*h 中最大者。max_elements < h 时抛出 ValueError；\n"
-        "更大的值都必须可用。梯度要流到每个输入，包括权重。",
-    ),
-    "mistakes": {
-        "full_tensor": ("还是构造了完整的 (B, Tq, Tk, h) 张量（所有东西放在一块里）",
-                        "max_elements 正是这道题的要点：只有一块时特征是 (B*Tq*Tk, h)，恰好是分块要避免的那个张量。",
-                        "每块的 (b, i, j) 三元组数 = max_elements // h，这样每块的特征都在上限之内。"),
-        "step_ignores_h": ("每块取 max_elements 个三元组：特征大了 h 倍",
-                           "每个 (b, i, j) 三元组带 h 个特征，所以 n 个三元组的一块会分配 n * h 个元素。",
-                           "写成：step = max_elements // h。"),
-        "last_chunk_dropped": ("丢掉了最后一个不完整的块",
-                               "三元组总数不是块大小的整数倍时，最后一块更短；跳过它就丢掉了那些分数。",
-                               "range(0, pairs, step)，每块截到 min(start + step, pairs)。"),
-        "clamped_instead_of_raising": ("max_elements < h 时被截断处理，而不是拒绝",
-                                       "小于 h 时连一个 (查询, 键) 对的特征都放不下：约定要求抛出 ValueError，而不是悄悄超出上限。",
-                                       "写成：if max_elements < h: raise ValueError(...)。"),
-        "per_chunk_softmax": ("在每块内部做 softmax：各块没有一起归一化",
-                              "softmax 是在一个查询的所有键上归一化；每块各自归一化得到的权重不是完整 softmax 的权重。",
-                              "先收集每块的原始分数（或维护运行中的最大值和和），最后只归一化一次。"),
-        "no_tanh": ("缺少 tanh",
-                    "没有 tanh 时打分函数是线性的：w_v . (W_q q + W_k k) 拆成查询项和键项。",
-                    "写成：features = torch.tanh(W_q q_i + W_k k_j)。"),
-        "lens_ignored": ("忽略了 valid_lens",
-                         "valid_lens 没有传到 softmax：填充位置的键得到了权重。",
-                         "写成：masked_softmax(scores, valid_lens)。"),
-        "weights_on_keys": ("权重乘在了 keys 上而不是 values 上",
-                            "注意力权重乘的是 values；keys 只参与打分。",
-                            "写成：output = weights @ values。"),
-        "in_place": ("原地 squeeze 了 w_v",
-                     "squeeze_ 会改动调用者的 w_v（对需要梯度的张量还会报错）。",
-                     "用 w_v[0] 或 w_v.squeeze(0)：非原地操作。"),
-    },
-}
-
-
 PROBLEM = Problem(
     id="chunked_additive_attention",
     title="Memory-bounded additive attention",
@@ -214,5 +164,4 @@ PROBLEM = Problem(
     },
     track="memory",
     after=('additive_attention',),
-    zh=ZH,
 )

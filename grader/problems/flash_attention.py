@@ -132,66 +132,6 @@ def _memory(cfg, args):
     return [({"is_causal": causal, "block_q": b, "block_k": b}, allowed) for causal in (False, True)]
 
 
-ZH = {
-    "title": "FlashAttention 前向",
-    "summary": "分块计算注意力，在线 softmax，返回 (output, lse)；因果掩码右下对齐。",
-    "hints": (
-        "按 block_q 行一块遍历查询，对每个查询块按 block_k 个键一块遍历键。每一行维护运行最大值 m、指数和 l 和累加器 acc。",
-        "新的键块到来时：m_new = max(m, 块内最大值)，alpha = exp(m - m_new)，l = l * alpha + sum(exp(s - m_new))，"
-        "acc = acc * alpha + exp(s - m_new) @ v。最后 output = acc / l，lse = m + log(l)。因果掩码用块内的位置构造：j <= i + (Tk - Tq)。",
-        "几乎就是答案了：m 从 -inf 开始；m_safe = where(isfinite(m_new), m_new, 0) 防止 -inf - (-inf)；"
-        "没有可关注键的行（l == 0）输出 0、lse 为 -inf；最后一块可能不满，用切片处理，不要填充。",
-    ),
-    "statements": (
-        "output = softmax(q k^T / sqrt(d)) v（只在可关注的键上），lse = 每行缩放后分数在可关注键上的 logsumexp。\n"
-        "is_causal：查询 i 可关注键 j 当且仅当 j <= i + (Tk - Tq)（右下对齐）。没有可关注键的行输出 0，lse 为 -inf。\n"
-        "按 block_q 行和 block_k 个键分块计算，在线 softmax；前向中任何运算分配的张量都不超过\n"
-        "max(S, L*block_q*max(block_k, d, dv)) 个元素（S 为最大的输入或输出）。block_q < 1 或 block_k < 1 时抛出\n"
-        "ValueError。结果不依赖于块大小（舍入误差除外）。不要调用 F.scaled_dot_product_attention。",
-    ),
-    "mistakes": {
-        "no_rescale_acc": ("运行最大值变化时没有重新缩放累加器",
-                           "每个键块的 p = exp(s - m_new) 是相对于新的运行最大值的；acc 里已有的部分是相对旧最大值求和的，"
-                           "必须先乘以 exp(m_old - m_new)。",
-                           "alpha = exp(m_old - m_new)；acc = acc * alpha[..., None] + p @ v（指数和也一样）。"),
-        "no_rescale_sum": ("运行最大值变化时没有重新缩放指数和",
-                           "指数和和累加器一样是相对运行最大值的：最大值变大时，旧的和要乘以 exp(m_old - m_new)。",
-                           "写成：l = l * alpha + p.sum(-1)，alpha = exp(m_old - m_new)。"),
-        "lse_without_max": ("lse = log(和)，没有加回运行最大值",
-                            "指数和是 exp(s - m) 的和：它的对数是 logsumexp(s) - m，所以 lse = m + log(l)。",
-                            "写成：lse = m + torch.log(l)。"),
-        "causal_top_left": ("因果掩码左上对齐（j <= i），而不是右下对齐",
-                            "Tq != Tk 时，查询是 Tk 个键中的最后 Tq 个位置（带缓存的解码、FlashAttention 2）：查询 i 可关注键 j 当且仅当 "
-                            "j <= i + (Tk - Tq)。F.scaled_dot_product_attention 的 is_causal 是左上对齐，只有 Tq == Tk 时两者一致。",
-                            "写成：allowed = k_pos <= q_pos + (Tk - Tq)。"),
-        "last_block_dropped": ("丢掉了最后一个不满的键块",
-                               "block_k 不能整除 Tk 时最后一块更短；只遍历完整块的循环永远到不了最后几个键。",
-                               "for k0 in range(0, Tk, block_k)：keys[..., k0:k0 + block_k, :]（切片自己会停在 Tk）。"),
-        "full_scores": ("构造了完整的 (Tq, Tk) 分数矩阵（一个块包含全部）",
-                        "分块的意义就是任何时候只保留一个块的分数：数值是对的，但省下内存正是 FlashAttention 存在的理由。",
-                        "按 block_q 行的查询块和 block_k 个键的键块循环，只保留运行统计量。"),
-        "max_init_zero": ("运行最大值从 0 开始，而不是 -inf",
-                          "当所有分数都远低于 0（比如 -1e4）时，从 0 开始的最大值会让每个 exp(s - m) 下溢为 0：和为 0，这一行变成 NaN。",
-                          "m 从 -inf 开始；对最大值仍为 -inf 的行保护 exp(s - m)。"),
-        "no_scaling": ("分数没有乘以 1/sqrt(d)", "分数是 q . k / sqrt(d)，输出和 lse 都一样。", "写成：s = q @ k^T * d**-0.5。"),
-        "lse_plus_inf": ("没有可关注键的行 lse 为 +inf",
-                         "空求和的 logsumexp 是 -inf。FlashAttention 2 的内核在那里存 +inf 是内部约定；这里的约定要求 -inf。",
-                         "运行和为 0 的地方 lse = -inf。"),
-        "empty_rows_nan": ("没有可关注键的行变成 NaN（0 / 0）",
-                           "没有可关注键的查询（因果且 Tq > Tk）运行和为 0：相除得到 NaN；它的输出必须是 0。",
-                           "只在 l > 0 的地方相除，其他行保持为 0。"),
-        "lse_keepdim": ("lse 多了一个长度为 1 的尾轴：(..., Tq, 1)",
-                        "lse 每个查询行一个数，形状 (..., Tq)；保留成 (..., Tq, 1)（keepdim=True）就和反向传播的索引方式对不上了。",
-                        "torch.logsumexp(..., dim=-1) 不要 keepdim；m + log(l)，m 和 l 的形状是 (..., bq)。"),
-        "lse_float32": ("无论输入是什么 dtype，lse 都以 float32 返回（FlashAttention 的内核就是这样）",
-                        "内核用 float32 保存统计量并以 float32 返回 lse；这里的约定是两个输出都用输入的 dtype（float64 输入保持 float64 精度）。",
-                        "返回 lse.to(queries.dtype)。"),
-        "blocks_not_checked": ("接受了小于 1 的块大小", "0 行或更少的块什么也覆盖不了；约定要求抛出 ValueError。",
-                               "写成：if block_q < 1 or block_k < 1: raise ValueError(...)。"),
-    },
-}
-
-
 PROBLEM = Problem(
     id="flash_attention",
     title="FlashAttention forward",
@@ -252,5 +192,4 @@ PROBLEM = Problem(
     banned=LLM_BANNED,
     track="LLM",
     after=("scaled_dot_product_attention",),
-    zh=ZH,
 )

@@ -4,7 +4,7 @@ import torch
 from ..model.roles import Arg, Out
 from ..model.spec import Method, Mistake, Problem
 from ._common import (
-    LLM_BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, amplify_qk, negative_qk,
+    LLM_BANNED, BOOLEAN_MASK_MISTAKES, FILL, MASK_DOC, MASKED, amplify_qk, negative_qk,
 )
 
 Q = "q = queries.reshape(B, Hkv, G * Tq, d)"
@@ -110,52 +110,6 @@ def _memory(cfg, args):
     return [({}, max(S, B * Hq * Tq * cfg["Tk"], B * Hq * Tq * cfg["dv"]))]
 
 
-ZH = {
-    "title": "分组查询注意力（GQA）",
-    "summary": "Hq 个查询头共享 Hkv 个键/值头（MQA 与 MHA 是两个极端），不按头复制键和值。",
-    "hints": (
-        "G = Hq // Hkv；查询头 n 使用键/值头 n // G（连续分组）。Hq 不能被 Hkv 整除时抛出 ValueError。",
-        "不要复制 K/V：把一组的 G 个查询头折进查询轴，queries.reshape(B, Hkv, G*Tq, d) @ keys.transpose(-2, -1)，"
-        "再把分数 reshape 回 (B, Hq, Tq, Tk)。掩码和 softmax 与缩放点积注意力相同。",
-        "几乎就是答案了：q = queries.reshape(B, Hkv, G*Tq, d)；scores = (q @ k^T / sqrt(d)).reshape(B, Hq, Tq, Tk)；"
-        "weights = softmax(填充后的 scores) * mask；output = (weights.reshape(B, Hkv, G*Tq, Tk) @ v).reshape(B, Hq, Tq, dv)。",
-    ),
-    "statements": (
-        "queries (B, Hq, Tq, d)，keys (B, Hkv, Tk, d)，values (B, Hkv, Tk, dv)；Hq % Hkv != 0 时抛出 ValueError。\n"
-        "查询头 n 使用键/值头 n // G，G = Hq // Hkv。mask 可以广播到 (B, Hq, Tq, Tk)，True = 可关注。\n"
-        "weights (B, Hq, Tq, Tk)，output (B, Hq, Tq, dv)，规则同缩放点积注意力。不要按查询头复制键和值：\n"
-        "前向过程中任何运算分配的张量都不超过 max(S, B*Hq*Tq*Tk, B*Hq*Tq*dv) 个元素，S 为最大的输入。\n"
-        "不要调用 F.scaled_dot_product_attention。",
-    ),
-    "mistakes": {
-        **BOOLEAN_MASK_MISTAKES_ZH,
-        "head_mod_mapping": ("查询头 n 配给了键/值头 n % Hkv，而不是 n // G",
-                             "分组是连续的：查询头 0..G-1 共享键/值头 0，G..2G-1 共享头 1，依此类推（头 n 读 n // G，"
-                             "即 repeat_interleave 和 enable_gqa=True 的约定）。n % Hkv 是轮流分配。",
-                             "查询头 n 使用键/值头 n // G：queries.reshape(B, Hkv, G, Tq, d) 就是这样分组的。"),
-        "repeat_not_interleave": ("用 repeat 平铺键和值（头 n -> n % Hkv），每个查询头一份拷贝",
-                                  "keys.repeat(1, G, 1, 1) 把头排成 0, 1, .., Hkv-1, 0, 1, ..：查询头 n 遇到的是键头 n % Hkv，"
-                                  "而不是 n // G；而且每个查询头都复制了一遍键和值。",
-                                  "不要复制 K/V：把分组折进查询轴（queries.reshape(B, Hkv, G * Tq, d)）。"),
-        "kv_repeated": ("按查询头重复了键和值（repeat_interleave）：数值对，内存却是 G 倍",
-                        "GQA 的意义在于 KV 缓存小 G 倍：按查询头重复 K 和 V（Hugging Face 的 repeat_kv）会在每次调用时重建全尺寸的拷贝。",
-                        "把查询 reshape 成 (B, Hkv, G*Tq, d) 再乘以共享的键；之后再 reshape 回去。"),
-        "no_scaling": ("分数没有缩放", "没有 1/sqrt(d) 时分数随 d 增大，softmax 饱和。", "把 q @ k^T 除以 sqrt(d)，d = queries.shape[-1]。"),
-        "scale_by_dv": ("按 values 的特征维度缩放，而不是 d", "d 是做点积的向量（查询和键）的维度，不是 values 的。", "写成：d = queries.shape[-1]。"),
-        "softmax_wrong_axis": ("softmax 在查询轴（dim=-2）上做，而不是在键轴上",
-                               "每个查询把注意力分配到各个键上：行（最后一维）之和必须为 1。", "写成：torch.softmax(scores, dim=-1)。"),
-        "nan_rows": ("没有可关注键的行变成 NaN（用 -inf 填充且没有保护）",
-                     "一整行 -inf 的 softmax 是 0/0 = NaN；约定要求这些行全为 0。",
-                     "用 torch.finfo(dtype).min 填充，或者事后把这些行清零：weights * mask。"),
-        "heads_not_checked": ("接受了不能被 Hkv 整除的 Hq", "Hq % Hkv != 0 时无法平均分组；约定要求抛出 ValueError。",
-                              "写成：if Hq % Hkv: raise ValueError(...)。"),
-        "library_call": ("调用了 F.scaled_dot_product_attention(..., enable_gqa=True)",
-                         "那个函数是评分器的参照，不是给你调用的：这里禁止使用它，而且它在某些路径上自己也会复制 K/V。",
-                         "output = weights @ values，把分组折进查询轴。"),
-    },
-}
-
-
 PROBLEM = Problem(
     id="grouped_query_attention",
     title="Grouped-query attention",
@@ -211,5 +165,4 @@ PROBLEM = Problem(
     },
     track="LLM",
     after=("scaled_dot_product_attention",),
-    zh=ZH,
 )

@@ -2,7 +2,7 @@
 from ..model.spec import Method, Mistake, Problem
 from ..model.spec import SCORE_BOUND
 from ._common import (
-    DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, OUTPUT_AND_WEIGHTS, MODULE_IMPORTS, WEIGHTS_RULES, dropout_mistakes,
+    FORWARD_ARGS, FORWARD_SIGNATURE, OUTPUT_AND_WEIGHTS, MODULE_IMPORTS, WEIGHTS_RULES, dropout_mistakes,
     qkv_inputs, scale_scorer,
 )
 
@@ -77,62 +77,6 @@ MISTAKES = (
 ) + dropout_mistakes('torch.bmm(self.dropout(weights), values)', 'self.dropout(torch.bmm(weights, values))')
 
 
-ZH = {
-    "title": "Luong 注意力",
-    "summary": "一个模块里的四种打分函数（dot、scaled_dot、general、concat）。",
-    "hints": (
-        "在 __init__ 中校验 `score`，只创建该模式需要的参数。dot 和 scaled_dot 直接比较 q 和 k，"
-        "所以要求 query_dim == key_dim；concat 需要 attn_dim。",
-        "dot：queries @ keys^T，(B, Tq, dq) @ (B, dk, Tk) -> (B, Tq, Tk)。scaled_dot 再除以 sqrt(key_dim)。"
-        "general 变换的是键：queries @ W_a(keys)^T。concat 把每个查询和每个键配对，查询在前。",
-        "concat 的写法：pairs = torch.cat([queries.unsqueeze(2).expand(-1, -1, Tk, -1), "
-        "keys.unsqueeze(1).expand(-1, Tq, -1, -1)], dim=-1)；scores = self.v_a(torch.tanh(self.W_a(pairs))).squeeze(-1)",
-    ),
-    "class_doc": "可选择打分函数的 Luong 注意力。",
-    "statements": (
-        "用 `score` 选择打分函数，只创建该模式的参数：\n\n"
-        "score      scores[b, i, j]                  参数（都没有偏置）\n"
-        "dot        q_i . k_j                        无；query_dim != key_dim 时抛出 ValueError\n"
-        "scaled_dot q_i . k_j / sqrt(key_dim)        无；维度规则同上\n"
-        "general    q_i . (W_a k_j)                  W_a = nn.Linear(key_dim, query_dim, bias=False)\n"
-        "concat     v_a . tanh(W_a [q_i ; k_j])      W_a = nn.Linear(query_dim + key_dim, attn_dim, bias=False),\n"
-        "                                            v_a = nn.Linear(attn_dim, 1, bias=False)；\n"
-        "                                            attn_dim=None 时抛出 ValueError\n"
-        "其他任何 score 都抛出 ValueError，并在消息中列出合法的选项。",
-        "按 `score` 计算 scores (B, Tq, Tk)；\n"
-        "weights = masked_softmax(scores, valid_lens)，返回的是 dropout 之前的权重；\n"
-        "output = dropout(weights) @ values。eval() 模式下 dropout 不起作用。",
-    ),
-    "mistakes": {**DROPOUT_MISTAKES_ZH, 
-        "general_wrong_side": ("general：W_a 乘在了查询上而不是键上",
-                               "general 用 W_a 乘键：q_i . (W_a k_j)，W_a = nn.Linear(key_dim, query_dim)。"
-                               "把 W_a 放到查询上，形状就错了（拷入权重后数学也错）。",
-                               "写成：self.W_a = nn.Linear(key_dim, query_dim, bias=False)；scores = queries @ W_a(keys)^T。"),
-        "no_scaling": ("scaled_dot 没有缩放",
-                       "scaled_dot 必须除以 sqrt(key_dim)；不除的话分数随维度增大，softmax 会饱和。",
-                       "写成：scores = queries @ keys^T / math.sqrt(key_dim)。"),
-        "scale_by_d": ("scaled_dot 除以了 key_dim 而不是 sqrt(key_dim)",
-                       "分数除以了 key_dim，而应除以 sqrt(key_dim)。",
-                       "用 math.sqrt(key_dim)（或 key_dim ** 0.5）。"),
-        "concat_order": ("concat：键在前、查询在后",
-                         "concat 的打分是 v_a . tanh(W_a [q_i ; k_j])，查询在前；键放在前面会让 W_a 的列和输入错配。",
-                         "torch.cat([扩展后的 q, 扩展后的 k], dim=-1)：查询在前。"),
-        "concat_no_tanh": ("concat：缺少 tanh",
-                           "concat 在 W_a 和 v_a 之间要用 tanh；没有它打分函数就是线性的。",
-                           "写成：scores = v_a(torch.tanh(W_a(pairs))).squeeze(-1)。"),
-        "dot_no_dim_check": ("dot 接受了 query_dim != key_dim",
-                             "dot 和 scaled_dot 要求 query_dim == key_dim；构造函数必须抛出 ValueError，而不是等到 forward 才出错。",
-                             "在 __init__ 中：if score in ('dot', 'scaled_dot') and query_dim != key_dim: raise ValueError(...)。"),
-        "unknown_score_accepted": ("未知的 score 没有被拒绝",
-                                   "一个未知的 score 被悄悄接受了。",
-                                   "先校验 score，抛出 ValueError 并列出合法选项（dot、scaled_dot、general、concat）。"),
-        "lens_ignored": ("忽略了 valid_lens",
-                         "valid_lens 没有传到 softmax：填充位置的键得到了权重。",
-                         "把 valid_lens 传给 masked_softmax(scores, valid_lens)。"),
-    },
-}
-
-
 PROBLEM = Problem(
     id="luong_attention",
     title="Luong attention",
@@ -197,5 +141,4 @@ PROBLEM = Problem(
     mistakes=MISTAKES,
     track="scoring",
     after=("additive_attention",),
-    zh=ZH,
 )

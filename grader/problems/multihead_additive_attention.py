@@ -2,7 +2,7 @@
 from ..model.roles import Out
 from ..model.spec import Method, Mistake, Problem
 from ._common import (
-    CONCAT_NO_TRANSPOSE_ZH, DROPOUT_MISTAKES_ZH, FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS,
+    FORWARD_ARGS, FORWARD_SIGNATURE, MODULE_IMPORTS,
     concat_no_transpose, dropout_mistakes, qkv_inputs, scale_scorer,
 )
 
@@ -61,70 +61,6 @@ MISTAKES = (
             hint='Return the softmax output; apply dropout only to the copy that multiplies the values.'),
     concat_no_transpose(RETURN, 'return self.W_o(context.reshape(B, Tq, -1)), weights'),
 ) + dropout_mistakes('context = self.dropout(weights) @ values.unsqueeze(1)', 'context = self.dropout(weights @ values.unsqueeze(1))')
-
-
-ZH = {
-    "title": "多头加性注意力",
-    "summary": "H 个独立的加性打分器；各头的上下文按头的顺序拼接，再经过 W_o。",
-    "hints": (
-        "先用 W_q 和 W_k 投影一次，再把最后一维拆成多个头：(B, T, H*h) -> (B, T, H, h) "
-        "-> 转置成 (B, H, T, h)。第 n 个头拥有投影的第 n*h:(n+1)*h 行。",
-        "每个头有自己的 w_v[n]：scores[b, n, i, j] = 对 h 求和 w_v[n] * tanh(q[b, n, i] + k[b, n, j])。"
-        "valid_lens 要作用到每个头（在 B*H 上用 repeat_interleave 保持批次优先的顺序）；不要对头取平均。",
-        "context = dropout(weights) @ values.unsqueeze(1) 是 (B, H, Tq, dv)；"
-        "output = W_o(context.transpose(1, 2).reshape(B, Tq, H * dv))。",
-    ),
-    "class_doc": "多头加性注意力：H 个加性打分器作用在同一组 values 上。",
-    "statements": (
-        "只创建下面这些参数（都没有偏置），以及一个概率为 `dropout` 的 dropout：\n"
-        "W_q = nn.Linear(query_dim, num_heads * attn_dim, bias=False)\n"
-        "W_k = nn.Linear(key_dim, num_heads * attn_dim, bias=False)\n"
-        "w_v = 形状为 (num_heads, attn_dim) 的 nn.Parameter\n"
-        "W_o = nn.Linear(num_heads * value_dim, value_dim, bias=False)\n"
-        "第 n 个头使用 W_q 和 W_k 的第 n*attn_dim:(n+1)*attn_dim 行，以及 w_v[n]。",
-        "scores[b, n, i, j] = w_v[n] . tanh((W_q q_i)[n] + (W_k k_j)[n])；\n"
-        "weights = 每个头在 j 上做带掩码的 softmax，valid_lens 作用于每个头，形状 (B, H, Tq, Tk)；\n"
-        "context[b, i] = 按 n 拼接 (dropout(weights[b, n]) @ values[b])[i]，形状 (B, Tq, H*dv)；\n"
-        "output = W_o(context)。返回的权重按头给出（不取平均），且在 dropout 之前。",
-    ),
-    "mistakes": {"concat_no_transpose": CONCAT_NO_TRANSPOSE_ZH,
-                 **DROPOUT_MISTAKES_ZH, 
-        "weights_averaged": ("返回的权重对头取了平均，而不是按头返回",
-                             "返回的权重在头上取了平均；约定要求按头返回，形状 (B, H, Tq, Tk)。",
-                             "原样返回 (B, H, Tq, Tk) 的权重。"),
-        "heads_no_transpose": ("用 reshape 拆头却没有转置（头轴和时间轴混在一起）",
-                               "(B, T, H*h) 被直接 reshape 成 (B, H, T, h)：这会把时间步和头混在一起。必须先从特征轴上拆出头轴。",
-                               "x.view(B, T, H, h).transpose(1, 2)，而不是 x.view(B, H, T, h)。"),
-        "heads_split_strided": ("拆头的顺序错了：第 n 个头拿到的是每隔 H 个的特征",
-                                "第 n 个头拥有连续的一段特征 n*h:(n+1)*h；把最后一维拆成 (h, H) 会让第 n 个头拿到每隔 H 个的特征。",
-                                "把特征轴拆成 (H, h)：x.view(B, T, H, h)，再把 H 移到前面。"),
-        "shared_w_v": ("所有头共用一个 w_v",
-                       "每个头都用了同一个打分向量；第 n 个头必须用它自己的 w_v[n]。",
-                       "把 features (B, H, Tq, Tk, h) 乘以 w_v[None, :, None, None, :]，再对 h 求和。"),
-        "concat_wrong_order": ("各头上下文按特征优先而不是按头优先拼接",
-                               "各头的上下文按特征优先拼接了；约定要求一个头接一个头：[头 0 的 dv 个特征, 头 1 的, ...]。",
-                               "写成：context (B, H, Tq, dv).transpose(1, 2).reshape(B, Tq, H * dv)。"),
-        "lens_wrong_order": ("按头复制长度时用了批次顺序而不是交错顺序",
-                             "按头复制长度的顺序错了：repeat() 平铺批次 (b0, b1, b0, b1)，而 (B, H) 展平成 B*H 后是 (b0, b0, b1, b1)。",
-                             "valid_lens.repeat_interleave(H, dim=0) 才和 scores.reshape(B * H, Tq, Tk) 对应。"),
-        "lens_ignored": ("忽略了 valid_lens",
-                         "valid_lens 没有传到 softmax：填充位置的键得到了权重。",
-                         "把每个头的长度传给 masked_softmax。"),
-        "no_tanh": ("缺少 tanh",
-                    "投影之和与 w_v 之间缺少 tanh：打分函数是线性的。",
-                    "写成：features = torch.tanh(q_head + k_head)。"),
-        "extra_bias": ("W_o 带了偏置",
-                       "约定里的参数都没有偏置：W_q、W_k 和 W_o 都不带偏置，多出的参数会同时改变参数列表和输出。",
-                       "写成：self.W_o = nn.Linear(num_heads * value_dim, value_dim, bias=False)。"),
-        "fixed_dtype": ("不管输入是什么类型，分数都被转成了 float32（.float()）",
-                        "写死的 dtype（.float()、dtype=torch.float32）会丢掉 float64 的精度，返回错误类型的权重；"
-                        "float16 输入时还会让下一次矩阵乘法出错。",
-                        "保持输入的 dtype：不要用 .float()；创建张量时用 dtype=x.dtype 或 torch.*_like(x)。"),
-        "weights_after_dropout": ("返回的权重经过了 dropout",
-                                  "返回的权重经过了 dropout。",
-                                  "返回 softmax 的输出；只对乘以 values 的那份副本做 dropout。"),
-    },
-}
 
 
 PROBLEM = Problem(
@@ -193,5 +129,4 @@ PROBLEM = Problem(
     mistakes=MISTAKES,
     track="multi-head",
     after=('additive_attention',),
-    zh=ZH,
 )

@@ -4,7 +4,7 @@ import torch
 from ..model.roles import Arg, Out
 from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
 from ._common import (
-    BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, CONCAT_NO_TRANSPOSE_ZH, DROPOUT_MISTAKES_ZH,
+    BANNED, BOOLEAN_MASK_MISTAKES,
     MASK_DOC, SPREAD, aligned, concat_no_transpose, dropout_mistakes,
 )
 
@@ -115,70 +115,6 @@ def _oracle(call):
     return [out, weights]
 
 
-ZH = {
-    "title": "Transformer 多头注意力",
-    "summary": "投影 q、k、v；每个头做带布尔掩码的缩放点积注意力；拼接；再经过 W_o。",
-    "hints": (
-        "先投影再拆头：W_q(queries) 是 (B, Tq, E)；把它 view 成 (B, Tq, H, d) 再转置成 (B, H, Tq, d)，d = E // H。"
-        "第 n 个头拥有第 n*d:(n+1)*d 个特征。",
-        "每个头就是缩放点积注意力：(B, H, Tq, d) @ (B, H, d, Tk) / sqrt(d)，在掩码为 False 处屏蔽，"
-        "在键上做 softmax，没有可关注键的行置为 0。dropout 只作用在乘以 v 的那份权重副本上。",
-        "context = dropout(weights) @ v 是 (B, H, Tq, d)；output = W_o(context.transpose(1, 2).reshape(B, Tq, E))；"
-        "return output, weights（按头给出，dropout 之前）。",
-    ),
-    "class_doc": "Transformer 多头注意力（batch 维在前）：H 个缩放点积头，然后是 W_o。",
-    "statements": (
-        "embed_dim % num_heads != 0 时抛出 ValueError。只创建下面这些参数（每个都带偏置），\n"
-        "以及一个概率为 `dropout` 的 dropout：\n"
-        "W_q, W_k, W_v, W_o = nn.Linear(embed_dim, embed_dim)\n"
-        "第 n 个头使用投影后 q、k、v 的第 n*d:(n+1)*d 个特征，d = embed_dim // num_heads。",
-        "每个头：weights = 在可关注的键上做 softmax(q k^T / sqrt(d))，其他位置严格为 0（没有可关注键的行全为 0，\n"
-        "该头的上下文也为 0）；context = dropout(weights) @ v；各头按顺序拼接，再经过 W_o。\n"
-        "返回的权重按头给出、在 dropout 之前。按批次给出的掩码 (B, Tq, Tk) 以 mask[:, None] 传入。\n"
-        "eval() 下它等于权重相同、掩码取反的 nn.MultiheadAttention(E, H, batch_first=True)；\n"
-        "不要调用它（也不要调用 F.scaled_dot_product_attention）：评分器会拦截。",
-    ),
-    "mistakes": {"concat_no_transpose": CONCAT_NO_TRANSPOSE_ZH,
-                 "mask_3d_as_batch": ("把 3 维掩码当成 (B, Tq, Tk)，再给它加了头的轴",
-                                     "掩码像任何张量一样从右边广播到 (B, H, Tq, Tk)：3 维掩码是 (H, Tq, Tk)，每个头一份，对所有批次行相同。"
-                                     "按批次的掩码 (B, Tq, Tk) 由调用者以 mask[:, None] 传入。",
-                                     "按原样使用掩码（scores.masked_fill(~mask, ...) 会自动广播）；不要按维数去改它的形状。"),
-                 **DROPOUT_MISTAKES_ZH, 
-        **BOOLEAN_MASK_MISTAKES_ZH,
-        "scale_by_d": ("分数除以了 d 而不是 sqrt(d)",
-                       "缩放因子是 1/sqrt(d)，d = embed_dim // num_heads。",
-                       "写成：scores = q @ k^T / math.sqrt(d)。"),
-        "scale_by_embed_dim": ("按 sqrt(embed_dim) 缩放，而不是按 sqrt(每个头的维度)",
-                               "每个头做点积的向量有 d = embed_dim // num_heads 个特征，所以缩放因子是 1/sqrt(d)，不是 1/sqrt(embed_dim)。",
-                               "d = embed_dim // num_heads；除以 d ** 0.5。"),
-        "heads_no_transpose": ("用 view 拆头却没有转置（头轴和时间轴混在一起）",
-                               "把 (B, T, E) 直接 view 成 (B, H, T, d) 会把时间步和头混在一起：必须先从特征轴上拆出头轴。",
-                               "x.view(B, T, H, d).transpose(1, 2)，而不是 x.view(B, H, T, d)。"),
-        "no_bias": ("W_o 没有偏置",
-                    "这里四个投影都带偏置（和 nn.MultiheadAttention 一样）：W_q、W_k、W_v、W_o = nn.Linear(embed_dim, embed_dim)。",
-                    "nn.Linear(embed_dim, embed_dim)（默认 bias=True）。"),
-        "weights_averaged": ("返回的权重对头取了平均，而不是按头返回",
-                             "权重按头返回，形状 (B, H, Tq, Tk)：相当于 nn.MultiheadAttention 的 average_attn_weights=False。",
-                             "原样返回 (B, H, Tq, Tk) 的权重。"),
-        "concat_wrong_order": ("各头上下文按特征优先而不是按头优先拼接",
-                               "第 n 个头的上下文占据拼接结果的第 n*d:(n+1)*d 个特征，按头的顺序排列。",
-                               "写成：context (B, H, Tq, d).transpose(1, 2).reshape(B, Tq, H * d)。"),
-        "weights_after_dropout": ("返回的权重经过了 dropout",
-                                  "返回的权重是 softmax 的输出、在 dropout 之前；只有乘以 v 的那份副本做 dropout。",
-                                  "context = self.dropout(weights) @ v；返回没有 dropout 的权重。"),
-        "dropout_in_eval": ("eval() 模式下 dropout 仍然生效",
-                            "eval() 模式下 dropout 必须不起作用。",
-                            "使用 nn.Dropout 模块，或 F.dropout(x, p, training=self.training)。"),
-        "library_call": ("用 F.scaled_dot_product_attention 计算上下文",
-                         "PyTorch 自带的注意力函数在这里被禁止；评分器会拦截这个调用。",
-                         "context = self.dropout(weights) @ v，权重由你自己计算。"),
-        "fixed_dtype": ("不管输入是什么类型，分数都被转成了 float32（.float()）",
-                        "写死的 dtype 会丢掉 float64 的精度，还会让接下来与 v 的矩阵乘法出错。",
-                        "保持输入的 dtype：不要用 .float()。"),
-    },
-}
-
-
 PROBLEM = Problem(
     id="multihead_attention",
     title="Transformer multi-head attention",
@@ -239,5 +175,4 @@ PROBLEM = Problem(
     banned=BANNED,
     track="transformer",
     after=('scaled_dot_product_attention', 'multihead_additive_attention'),
-    zh=ZH,
 )

@@ -56,51 +56,6 @@ def _amplify(args, state, cfg):
     args[4].mul_(SCORE_BOUND / args[4].abs().sum())
 
 
-ZH = {
-    "title": "用 NumPy 实现加性注意力",
-    "summary": "只用 NumPy 完成 Bahdanau 解码器的一步：打分、数值稳定的 softmax、上下文向量。",
-    "hints": (
-        "一次给全部 T 个编码器步打分：W_a @ s_prev 是 (d,)，h @ U_a.T 是 (T, d)；两者相加广播成 (T, d)。"
-        "再取 tanh，然后 @ v_a 得到 e，形状 (T,)。",
-        "稳定的 softmax 先减去最大值：np.exp(e - e.max()) 不会溢出，结果也不变。上下文是 h 各行按 alpha 的加权和。",
-        "几乎就是答案了：e = np.tanh(W_a @ s_prev + h @ U_a.T) @ v_a；w = np.exp(e - e.max())；alpha = w / w.sum()；"
-        "return alpha @ h, alpha",
-    ),
-    "statements": (
-        "Bahdanau 注意力的一个解码步，只用 NumPy（模块不能导入 torch）：\n"
-        "对每个编码器步 j，e_j = v_a . tanh(W_a s_prev + U_a h_j)；\n"
-        "alpha = softmax(e)，|e_j| 达到 1e4 时仍然有限；context = alpha @ h。\n"
-        "两者都以 NumPy 数组返回，dtype 与输入相同（float32 或 float64）；不修改输入。",
-    ),
-    "mistakes": {
-        "no_max_subtraction": ("softmax 没有减去最大值（溢出）",
-                               "e_j 超过约 88（float32）或约 709（float64）时 np.exp(e) 溢出为 inf，而 inf / inf 是 NaN。",
-                               "np.exp 之前减去 e.max()：对任意常数 c，softmax(e) = softmax(e - c)。"),
-        "imports_torch": ("模块导入了 torch",
-                          "这一题是 NumPy 热身：模块不能导入 torch，即使没用到也不行（面试官的机器上可能没有它）。",
-                          "删掉所有 `import torch`，只用 NumPy：np.tanh、np.exp、@。"),
-        "no_tanh": ("缺少 tanh",
-                    "没有 tanh 时，v_a . (W_a s + U_a h_j) 拆成一个对所有 j 都相同的项和一个线性项：解码器状态不再影响哪个编码器步胜出。",
-                    "写成：e_j = v_a . tanh(W_a s_prev + U_a h_j)。"),
-        "not_normalised": ("把 exp(e) 直接当作权重，没有除以它的和",
-                           "alpha 必须是 T 个编码器步上的概率分布：exp(e) / sum(exp(e))。",
-                           "写成：alpha = np.exp(e) / np.exp(e).sum()。"),
-        "sum_instead_of_v_a": ("对特征直接求和，而不是用 v_a 打分",
-                               "v_a 把 tanh(...) 的 d 个特征加权成一个分数；直接求和等于把每个特征一视同仁。",
-                               "e = np.tanh(...) @ v_a，形状 (T,)。"),
-        "context_not_summed": ("上下文停留在加权后的编码器状态 (T, n_h)，没有在 T 上求和",
-                               "上下文是一个向量：T 个编码器状态按 alpha 的加权和，形状 (n_h,)。",
-                               "context = alpha @ h（或 (alpha[:, None] * h).sum(0)）。"),
-        "fixed_float64": ("float32 输入被按 float64 计算并返回",
-                          "输出必须保持输入的 dtype；转换成 float64（或使用 float64 的常数数组）会把之后的一切都提升为 float64。",
-                          "不要做类型转换：所有操作数都是 float32 时，NumPy 会保持 float32。"),
-        "unweighted_context": ("上下文是编码器状态的简单平均",
-                               "上下文必须用每个编码器状态 h_j 的注意力权重 alpha_j 来加权。",
-                               "写成：context = alpha @ h。"),
-    },
-}
-
-
 PROBLEM = Problem(
     id="numpy_additive_attention",
     title="Additive attention in NumPy",
@@ -138,5 +93,4 @@ PROBLEM = Problem(
     },
     mistakes=MISTAKES,
     track="warm-up",
-    zh=ZH,
 )

@@ -110,62 +110,6 @@ def _oracle(call):
     return [out]
 
 
-ZH = {
-    "title": "旋转位置编码（RoPE）",
-    "summary": "按位置旋转每一对特征：两种配对约定（rotate-half 与 interleaved），位置可以从任意值开始。",
-    "hints": (
-        "把 d 个特征分成 d/2 对，第 i 对按角度 position * base^(-2i/d) 旋转。interleaved=False 时第 i 对是 (i, i + d/2)，"
-        "interleaved=True 时是 (2i, 2i+1)。",
-        "theta = base ** (-2 * arange(d/2) / d)；angle = positions[..., None] * theta，形状 (..., T, d/2)；"
-        "(a, b) -> (a cos - b sin, a sin + b cos)。float64 输入要用 float64 计算角度。",
-        "几乎就是答案了：a, b = x[..., :d//2], x[..., d//2:]（interleaved 时 x[..., 0::2], x[..., 1::2]）；"
-        "out = cat(a*cos - b*sin, a*sin + b*cos)（interleaved 时用 stack(..., -1).flatten(-2) 放回原位）。",
-    ),
-    "statements": (
-        "把 x 的每一对特征按角度 position * base^(-2i/d) 旋转（i = 0 .. d/2-1）：(a, b) -> (a cos - b sin, a sin + b cos)。\n"
-        "interleaved=False 时第 i 对是特征 (i, i + d/2)（rotate-half：GPT-NeoX、Hugging Face），interleaved=True 时是\n"
-        "(2i, 2i+1)（RoFormer、Meta 的 LLaMA）。positions 可以广播到 x.shape[:-1]，不必从 0 开始。d 为奇数时抛出\n"
-        "ValueError。返回同样的形状、dtype 和设备，不修改 x。float32/float64 输入用输入的 dtype 计算角度，\n"
-        "float16/bfloat16 用 float32。",
-    ),
-    "mistakes": {
-        "conventions_swapped": ("两种配对约定弄反了",
-                                "interleaved=False 把特征 i 与 i + d/2 配对（rotate-half），interleaved=True 把 2i 与 2i+1 配对"
-                                "（RoFormer、Meta 的 LLaMA）。用一种约定训练的权重换成另一种就全乱了。",
-                                "写成：interleaved=False：a = x[..., :d/2]，b = x[..., d/2:]；interleaved=True：a = x[..., 0::2]，b = x[..., 1::2]。"),
-        "theta_i_over_d": ("频率写成了 base ** (-i / d)，而不是 base ** (-2i / d)",
-                           "第 i 对的频率是 base^(-2i/d)，i = 0 .. d/2-1；用 i/d 时最慢的一对只到 base^(-1/2)，其余各对都转得太快。",
-                           "写成：theta = base ** (-2 * torch.arange(d // 2) / d)。"),
-        "sin_sign_flipped": ("正弦的符号反了（按 -angle 旋转）",
-                             "(a, b) 应变为 (a cos - b sin, a sin + b cos)，即按 +angle 旋转。符号反了就朝另一个方向转；"
-                             "相对位置性质仍然成立，只有和约定比较才能发现。",
-                             "写成：(a, b) -> (a*cos - b*sin, a*sin + b*cos)；rotate_half(x) = cat(-x2, x1)。"),
-        "positions_from_zero": ("忽略了 positions：各行按 0, 1, ..., T-1 旋转",
-                                "positions 是每一行的绝对位置；带缓存的解码器在 P..P+T-1 处旋转新 token，而不是从 0 开始。",
-                                "angle = positions[..., None] * theta：用传进来的位置。"),
-        "positions_off_by_one": ("位置从 1 开始数",
-                                 "位置 p 让第 i 对旋转 p * theta_i：第一个 token（位置 0）根本不旋转。",
-                                 "angle = positions * theta，不加偏移。"),
-        "base_ignored": ("base 写死成 10000，没有用参数 `base`",
-                         "不同模型用不同的 base（LLaMA 3 用 500000，代码模型用 1e6）；必须使用这个参数。",
-                         "theta = base ** (-2 * i / d)，用参数 `base`。"),
-        "float32_angles": ("float64 输入的角度用 float32 计算",
-                           "在 10^4 及以上的位置，float32 角度的误差约为 position * 2^-23（约 1e-3 弧度）：对 float32 输入没问题，"
-                           "对 float64 输入就错了（Hugging Face 的 inv_freq.float() 就是这样）。",
-                           "x 是 float32 或 float64 时用 x.dtype 计算 theta 和角度（float16/bfloat16 用 float32）。"),
-        "in_place": ("把结果写回了 x",
-                     "apply_rope 不能修改 x：调用者的查询、键（或缓存）会在它不知情时改变，而且 autograd 不允许对需要梯度的叶子张量原地写入。",
-                     "构造一个新张量（torch.cat / torch.stack）并返回它。"),
-        "pairs_not_flattened": ("interleaved 的两半堆叠后没有展平：(..., T, d/2, 2)",
-                                "在新的最后一维上堆叠旋转后的两半得到 (..., d/2, 2)；把最后两维展平，a_i 和 b_i 才回到特征 2i 和 2i+1。",
-                                "写成：torch.stack((a, b), dim=-1).flatten(-2)。"),
-        "odd_d_accepted": ("接受了奇数的特征维度",
-                           "每个特征都属于某一对，所以 d 必须是偶数；约定要求否则抛出 ValueError。",
-                           "写成：if d % 2: raise ValueError(...)。"),
-    },
-}
-
-
 PROBLEM = Problem(
     id="rope",
     title="Rotary position embedding (RoPE)",
@@ -212,5 +156,4 @@ PROBLEM = Problem(
     },
     mistakes=MISTAKES,
     track="LLM",
-    zh=ZH,
 )

@@ -4,7 +4,7 @@ import torch
 from ..model.roles import Arg, Out
 from ..model.spec import Method, Mistake, Problem
 from ._common import (
-    BANNED, BOOLEAN_MASK_MISTAKES, BOOLEAN_MASK_MISTAKES_ZH, FILL, MASK_DOC, MASKED, negative_qk,
+    BANNED, BOOLEAN_MASK_MISTAKES, FILL, MASK_DOC, MASKED, negative_qk,
     QKV, amplify_qk, lead_fit, lead_inputs,
 )
 
@@ -61,56 +61,6 @@ def _oracle(call):
     return [F.scaled_dot_product_attention(q, k, v, attn_mask=mask), F.scaled_dot_product_attention(q, k, eye, attn_mask=mask)]
 
 
-ZH = {
-    "title": "缩放点积注意力",
-    "summary": "softmax(q k^T / sqrt(d))，带布尔掩码（True = 可关注），支持任意数量的前导维度。",
-    "hints": (
-        "只在最后两维上操作，这样二维、三维、四维输入都能用：keys.transpose(-2, -1) 和 @ 会在任意前导维度上广播。"
-        "d 是查询的特征维度。",
-        "掩码中 True 表示“可以关注”。softmax 之前把其他分数填成一个很小的有限负数（torch.finfo(dtype).min），"
-        "在最后一维上做 softmax，再乘以掩码，使没有可关注键的行严格为 0。",
-        "几乎就是答案了：scores = q @ k.transpose(-2, -1) / d**0.5；weights = torch.softmax(scores.masked_fill(~mask, "
-        "torch.finfo(scores.dtype).min), -1) * mask；return weights @ v, weights",
-    ),
-    "statements": (
-        "weights = 在可关注的键上做 softmax(q k^T / sqrt(d))，其他位置严格为 0；没有可关注键的行全为 0；\n"
-        "output = weights @ values。前导维度可以有任意多个且相同（二维、三维、四维输入）。没有 dropout。\n"
-        "不要调用 F.scaled_dot_product_attention、F.multi_head_attention_forward 或 nn.MultiheadAttention：\n"
-        "评分器会拦截这些调用。",
-    ),
-    "mistakes": {
-        **BOOLEAN_MASK_MISTAKES_ZH,
-        "scale_by_d": ("分数除以了 d 而不是 sqrt(d)",
-                       "缩放因子是 1/sqrt(d)：q . k 是 d 项之和，方差随 d 增长，除以 sqrt(d) 让它保持在 1 附近；除以 d 会让 softmax 过于平坦。",
-                       "写成：scores = q @ k^T / math.sqrt(d)。"),
-        "no_scaling": ("分数没有缩放",
-                       "没有 1/sqrt(d) 时分数随 d 增大，softmax 饱和（梯度消失）。",
-                       "把 q @ k^T 除以 sqrt(d)，d = queries.shape[-1]。"),
-        "scale_by_dv": ("按 values 的特征维度缩放，而不是按查询的",
-                        "d 是做点积的向量（查询和键）的维度，不是 values 的维度。",
-                        "写成：d = queries.shape[-1]。"),
-        "softmax_wrong_axis": ("softmax 在查询轴（dim=-2）上做，而不是在键轴上",
-                               "每个查询把注意力分配到各个键上：行（最后一维）之和必须为 1。",
-                               "写成：torch.softmax(scores, dim=-1)。"),
-        "fixed_transpose": ("对键转置了第 (1, 2) 维：只对三维输入正确",
-                            "前导维度个数任意时，要交换的是最后两维；transpose(1, 2) 在二维输入上会报错，在四维输入上会把头和时间互换。",
-                            "keys.transpose(-2, -1)（或 keys.mT）。"),
-        "nan_rows": ("没有可关注键的行变成 NaN（用 -inf 填充且没有保护）",
-                     "一整行 -inf 的 softmax 是 0/0 = NaN；约定要求这些行全为 0。",
-                     "用 torch.finfo(dtype).min 填充，或者事后把这些行清零：weights * mask。"),
-        "uniform_rows": ("没有可关注键的行变成均匀分布，而不是 0",
-                         "用有限值填充时，所有键都被屏蔽的行分数全相等，softmax 后是均匀分布；约定要求全为 0。",
-                         "softmax 之后乘以掩码：torch.softmax(filled, -1) * mask。"),
-        "in_place": ("原地缩放了 queries",
-                     "`queries /= ...` 会改动调用者的张量（而且对需要梯度的张量会报错）。",
-                     "queries @ keys.transpose(-2, -1) / d**0.5：非原地的除法。"),
-        "library_call": ("调用了 F.scaled_dot_product_attention",
-                         "这道题要你自己写：PyTorch 自带的 F.scaled_dot_product_attention（以及它背后的 aten 算子）在这里被禁止，评分器会拦截这个调用。",
-                         "写成：output = weights @ values。"),
-    },
-}
-
-
 PROBLEM = Problem(
     id="scaled_dot_product_attention",
     title="Scaled dot-product attention",
@@ -153,5 +103,4 @@ PROBLEM = Problem(
     banned=BANNED,
     track="masking",
     after=('luong_attention',),
-    zh=ZH,
 )

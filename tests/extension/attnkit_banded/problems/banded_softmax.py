@@ -36,9 +36,4 @@ PROBLEM = Problem(
                 hint="use back < window."),
     ),
     track="warm-up",
-    zh={"title": "带状 softmax", "summary": "只在每个查询位置之前（含）最近的 window 个键上做 softmax。",
-        "hints": ("构造 keep[i, j] = 0 <= i + (Tk - Tq) - j < window，其余位置填很小的负数，softmax 后再乘以 keep。",),
-        "statements": ("键 j 对查询 i 可见当且仅当 0 <= i + (Tk - Tq) - j < window（window 为 None 时所有键可见）。",),
-        "mistakes": {"window_too_wide": ("窗口多放进一个键（用了 <= window）", "窗口内共 window 个键，含查询自身位置。",
-                                         "用 back < window。")}},
 )
