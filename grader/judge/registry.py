@@ -62,6 +62,13 @@ BUILDERS: dict[str, Callable] = {}
 """Every group name in use -> its one builder: two checks that read a group share its calls."""
 
 
+def loaded() -> dict[str, Check]:
+    """Every registered check, the check units imported first (judge/checks/)."""
+    from . import checks  # noqa: F401 - importing the units registers them
+
+    return CHECKS
+
+
 def register(check: Check) -> Check:
     if check.id in CHECKS:
         raise SpecError(f"check id {check.id!r} is registered twice")
@@ -74,13 +81,13 @@ def register(check: Check) -> Check:
 
 def options(problem, check_id: str):
     """The typed options of check `check_id` for `problem` (its defaults where the spec gives none)."""
-    check = CHECKS[check_id]
+    check = loaded()[check_id]
     return check.options(**(problem.options or {}).get(check_id, {})) if check.options else None
 
 
 def check_cases(ctx, check_id: str) -> list:
     """Every case the check's builders drew (whatever group name each case carries)."""
-    groups = CHECKS[check_id].groups
+    groups = loaded()[check_id].groups
     return [c for c in ctx.cases.values() if c.builder in groups]
 
 
@@ -88,21 +95,21 @@ def general_cases(ctx, problem) -> list:
     """The cases of the problem's general checks (`general`), each once."""
     seen = {}
     for cid in problem.points:
-        if CHECKS[cid].general:
+        if loaded()[cid].general:
             seen.update({c.key: c for c in check_cases(ctx, cid)})
     return list(seen.values())
 
 
 def grader_groups() -> set[str]:
     """Groups the grader answers itself (no worker result, no outputs)."""
-    return {g for c in CHECKS.values() if c.answer is not None for g in c.groups}
+    return {g for c in loaded().values() if c.answer is not None for g in c.groups}
 
 
 def problem_hooks(problem) -> dict:
     """{hook name: options}: the worker hooks the problem's checks put on every call of the problem."""
     hooks = {}
     for cid in problem.points:
-        check = CHECKS[cid]
+        check = loaded()[cid]
         if check.hooks is not None:
             hooks.update(check.hooks(problem, options(problem, cid)))
     return hooks
@@ -123,17 +130,17 @@ def validate_checks(problem) -> None:
     naming the spec and the field)."""
     where = f"spec grader/problems/{problem.id}.py: field points"
     for cid in problem.points:
-        if cid not in CHECKS:
-            raise SpecError(f"{where}: unknown check id {cid!r} (known: {', '.join(sorted(CHECKS))})")
+        if cid not in loaded():
+            raise SpecError(f"{where}: unknown check id {cid!r} (known: {', '.join(sorted(loaded()))})")
     for cid in problem.points:
-        lacks = CHECKS[cid].needs(problem)
+        lacks = loaded()[cid].needs(problem)
         if lacks:
             raise SpecError(f"{where}: check {cid!r} needs {lacks}")
     for cid, given in (problem.options or {}).items():
         field_ = f"spec grader/problems/{problem.id}.py: field options[{cid!r}]"
-        if cid not in problem.points or CHECKS[cid].options is None:
+        if cid not in problem.points or loaded()[cid].options is None:
             raise SpecError(f"{field_}: options for a check the spec does not have, or that takes none")
-        known = {f.name for f in dataclasses.fields(CHECKS[cid].options)}
+        known = {f.name for f in dataclasses.fields(loaded()[cid].options)}
         unknown = set(given) - known
         if unknown:
             raise SpecError(f"{field_}: unknown option(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")

@@ -12,16 +12,17 @@ def no_autograd(problem) -> bool:
 
 def memory_bound(problem) -> bool:
     """A check of the problem measures memory in the worker (its `enforces`)."""
-    from ..registry import CHECKS
+    from ..registry import loaded
 
-    return any(CHECKS[c].enforces for c in problem.points if c in CHECKS)
+    return any(loaded()[c].enforces for c in problem.points if c in loaded())
 
 
 def enforced(problem) -> list[str]:
     """What of the problem's contract the worker enforces with torch's modes, in words ([] for nothing)."""
-    from ..registry import CHECKS
+    from ..registry import loaded
 
-    by_checks = [CHECKS[c].enforces for c in problem.points if c in CHECKS and CHECKS[c].enforces]
+    checks = loaded()
+    by_checks = [checks[c].enforces for c in problem.points if c in checks and checks[c].enforces]
     return (["banned calls"] if problem.banned else []) + by_checks + (
         ["no automatic differentiation"] if no_autograd(problem) else [])
 
