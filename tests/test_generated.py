@@ -1,10 +1,14 @@
 """Generated files are fresh, and regenerating never touches a learner's work."""
 from __future__ import annotations
 
+import re
 import shutil
 
+import pytest
+
 from attnkit import ROOT
-from attnkit.dev.tasks import readme_table, self_check, stale, sync
+from attnkit.dev.docs import readme_table
+from attnkit.dev.tasks import self_check, stale, sync
 from attnkit.problems import all_problems
 
 
@@ -22,6 +26,7 @@ def test_sync_rewrites_outdated_stubs_and_keeps_learner_work(tmp_path):
     (tmp_path / "exercises").mkdir()
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
     (tmp_path / "grader").mkdir(exist_ok=True)
     shutil.copy(ROOT / "grader" / "report.schema.json", tmp_path / "grader" / "report.schema.json")
     work = "def masked_softmax(scores, valid_lens=None):\n    return scores.softmax(-1)\n"
@@ -38,6 +43,7 @@ def test_stale_notebook_is_found_and_learner_notebooks_are_kept(tmp_path):
     shutil.copytree(ROOT / "exercises", tmp_path / "exercises")
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
     (tmp_path / "grader").mkdir(exist_ok=True)
     shutil.copy(ROOT / "grader" / "report.schema.json", tmp_path / "grader" / "report.schema.json")
     path = tmp_path / "notebooks" / "luong_attention.ipynb"
@@ -58,13 +64,42 @@ def test_stale_names_the_command_that_fixes_it(tmp_path):
     shutil.copytree(ROOT / "exercises", tmp_path / "exercises")
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
     (tmp_path / "README.md").write_text((ROOT / "README.md").read_text().replace("| 1 |", "| one |"))
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    contract = tmp_path / "docs" / "contract.md"
+    contract.write_text(contract.read_text().replace("interleaved=False) -> output`", "interleaved=True) -> output`"))
+    checks = tmp_path / "docs" / "checks.md"
+    checks.write_text(checks.read_text().replace("| float32 | 1e-4 |", "| float32 | 1e-5 |"))
     (tmp_path / "exercises" / "luong_attention.py").write_text('def f():\n    """old"""\n    raise NotImplementedError\n')
     (tmp_path / "grader").mkdir()
     schema = (ROOT / "grader" / "report.schema.json").read_text()
     (tmp_path / "grader" / "report.schema.json").write_text(schema.replace('"chunked_additive_attention"', '"x"'))
     (tmp_path / "notebooks" / "zh" / "masked_softmax.ipynb").unlink()
     lines = stale(tmp_path)
-    assert len(lines) == 4 and all("run `attnkit dev sync`" in line for line in lines), lines
+    assert len(lines) == 6 and all("run `attnkit dev sync`" in line for line in lines), lines
+    assert any(line.startswith("docs/contract.md") for line in lines) and any(line.startswith("docs/checks.md")
+                                                                             for line in lines), lines
+    sync(tmp_path)
+    assert stale(tmp_path) == [] and (ROOT / "docs" / "contract.md").read_text() == contract.read_text()
+
+
+def test_the_contract_has_one_numbered_section_per_problem_and_names_a_missing_one(tmp_path):
+    from attnkit.dev.docs import SECTION, render_contract
+
+    text = (ROOT / "docs" / "contract.md").read_text()
+    assert sorted(SECTION.findall(text)) == sorted(p.id for p in all_problems())
+    for number, pid in enumerate(SECTION.findall(text), 1):
+        assert re.search(rf"^## {number}\. `", text.split(f"<!-- contract:{pid}:begin", 1)[1], re.M), pid
+    without = re.sub(r"<!-- contract:rope:begin.*?<!-- contract:rope:end -->", "", text, flags=re.S)
+    with pytest.raises(ValueError, match="no section for \\['rope'\\]"):
+        render_contract(without)
+    for part in ("exercises", "notebooks", "docs"):
+        shutil.copytree(ROOT / part, tmp_path / part)
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    (tmp_path / "grader").mkdir()
+    shutil.copy(ROOT / "grader" / "report.schema.json", tmp_path / "grader" / "report.schema.json")
+    (tmp_path / "docs" / "contract.md").write_text(without)
+    lines = stale(tmp_path)
+    assert len(lines) == 1 and "no section for ['rope']" in lines[0], lines
 
 
 def test_dev_check_passes():

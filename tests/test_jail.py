@@ -99,7 +99,7 @@ def test_tmp_is_private(tmp_path, sandbox, spare_sandboxes):
     from attnkit.run import sandbox as process_sandbox
 
     if not sandbox and any(process_sandbox.under(p, "/tmp") for p in process_sandbox._needed()):
-        pytest.skip("the interpreter lives under /tmp: the process sandbox must keep /tmp shared (README's table)")
+        pytest.skip("the interpreter lives under /tmp: the process sandbox must keep /tmp shared (docs/security.md's table)")
     name = f"/tmp/attnkit-escape-{secrets.token_hex(6)}"
     code = f"open({name!r}, 'w').write('x')\nraise RuntimeError('WROTE')\n"
     text = _attack(tmp_path, code, sandbox)

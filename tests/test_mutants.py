@@ -1,6 +1,6 @@
 """Mutation testing proves the hidden checks: mutants of every reference (mutmut's operators) are killed
 or listed, with the reason, in grader/dev/equivalent_mutants.json. CI runs a seeded sample; the full run is
-`attnkit dev mutants` (see the README)."""
+`attnkit dev mutants` (see docs/maintainers.md)."""
 from __future__ import annotations
 
 import json

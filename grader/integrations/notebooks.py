@@ -5,7 +5,7 @@ visible checks, a cell that runs the full grading, and a heatmap cell. nbgrader 
 notebooks hold the same cells with the reference inside solution regions, and one locked,
 autograded test cell per CPU check, worth the spec's points, whose call to the installed
 grader sits in a hidden-tests region. CUDA checks are left out of the notebooks: points
-must not depend on the grading machine (see README).
+must not depend on the grading machine (see docs/instructors.md).
 """
 from __future__ import annotations
 
