@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnkit.draw.groups import NEGATIVE, build
+from attnkit.draw.groups import NEGATIVE
+from attnkit.judge.registry import draw
 from attnkit.problems import all_problems, get
 from attnkit.problems.chunked_additive_attention import full_tensor
 from attnkit.draw.scenarios import draw_configs, output_shapes
@@ -26,7 +27,7 @@ def test_configs_hold_the_edge_cases(seed):
 def _mask_shapes(pid, seed):
     problem = get(pid)
     return {(case.variant.get("rank"), tuple(case.call["args"][problem.mask_index].shape))
-            for case in build(problem, ["base"], seed).values() if case.call["args"][problem.mask_index] is not None}
+            for case in draw(problem, ["base"], seed).values() if case.call["args"][problem.mask_index] is not None}
 
 
 def test_multihead_attention_draws_every_broadcastable_mask_form():
@@ -50,7 +51,7 @@ def test_valid_scores_far_below_zero_sit_beside_masked_keys(pid):
     from attnkit.draw.scenarios import as_reference
 
     problem = get(pid)
-    cases = [c for c in build(problem, ["base", "stable"], 0).values() if c.key.endswith("/negative")]
+    cases = [c for c in draw(problem, ["base", "stable"], 0).values() if "negative" in c.tags]
     assert {c.group for c in cases} == {"base", "stable"}
     for case in cases:
         scores = _scores(problem, as_reference(case.call))
@@ -84,7 +85,7 @@ def test_chunked_blocks_leave_a_partial_last_block_on_every_axis(seed):
     """For blocks of triples, of query rows and of keys, counted per batch row or across it, some base call's
     max_elements gives a block size that does not divide the axis."""
     problem = get("chunked_additive_attention")
-    cases = [c for c in build(problem, ["base"], seed).values() if "/c0/" in c.key and "/block" in c.key]
+    cases = [c for c in draw(problem, ["base"], seed).values() if "/c0/" in c.key and "block" in c.tags]
     B, Tq, Tk, h = (cases[0].cfg[n] for n in ("B", "Tq", "Tk", "h"))
     sizes = [c.call["args"][-1] for c in cases]
     axes = {
@@ -102,7 +103,7 @@ def test_chunked_blocks_leave_a_partial_last_block_on_every_axis(seed):
 @pytest.mark.parametrize("seed", range(200))
 def test_every_memory_call_can_catch_the_full_tensor(seed):
     problem = get("chunked_additive_attention")
-    cases = list(build(problem, ["memory"], seed).values())
+    cases = list(draw(problem, ["memory"], seed).values())
     assert len([c for c in cases if c.key != "memory/backstop"]) >= 6
     for case in cases:
         assert full_tensor(case.cfg) > case.meta["allowed"], (case.key, case.cfg, case.meta)
@@ -125,5 +126,5 @@ def test_dropout_calls_let_the_grader_solve_for_the_dropped_weights():
 
 def test_output_shapes_follow_the_drawn_configs():
     for problem in all_problems():
-        for case in build(problem, ["base"], 0).values():
+        for case in draw(problem, ["base"], 0).values():
             assert all(all(n >= 1 for n in s) for s in output_shapes(problem, case.cfg))

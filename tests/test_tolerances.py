@@ -9,7 +9,7 @@ from attnkit.judge.compare import STABILITY, tolerance, usage
 from attnkit.judge.reference import reference
 from attnkit.run.harness import execute
 from attnkit.problems import all_problems, get
-from attnkit.draw.groups import build
+from attnkit.judge.registry import draw
 from attnkit.draw.scenarios import as_reference, cast
 from attnkit.model.spec import SCORE_BOUND
 
@@ -25,7 +25,7 @@ def worst_usage(problem, group, dtype, tol, seeds=SEEDS):
     """The reference run in `dtype` on the CPU, against itself in float64: the worst fraction of `tol` used."""
     target, worst = reference(problem), 0.0
     for seed in seeds:
-        for case in build(problem, [group], seed).values():
+        for case in draw(problem, [group], seed).values():
             low = execute(dict(cast(case.call, dtype), device="cpu"), target)["outputs"][0]
             high = execute(as_reference(case.call), target)["outputs"][0]
             worst = max(worst, *(usage(g, e, tol) for g, e in zip(low, high)))
@@ -99,7 +99,7 @@ def test_stability_inputs_reach_the_contract_bound(problem, monkeypatch):
 
     if "masked_softmax" in problem.requires:
         monkeypatch.setattr(__import__(target.__module__, fromlist=["x"]), "masked_softmax", spy)
-    for case in build(problem, ["stable"], 0).values():
+    for case in draw(problem, ["stable"], 0).values():
         out = execute(as_reference(case.call), spy if problem.id == "masked_softmax" else target)
         assert all(torch.isfinite(o).all() for o in out["outputs"][0])
         if "masked_softmax" not in problem.requires and problem.id != "masked_softmax":

@@ -79,6 +79,14 @@ def register(check: Check) -> Check:
     return check
 
 
+def draw(problem, groups, seed: int) -> dict:
+    """The cases of the named groups (each drawn by the builder its check declares), keyed by case key."""
+    from ..draw.groups import build
+
+    loaded()
+    return build(problem, {name: BUILDERS[name] for name in groups}, seed)
+
+
 def options(problem, check_id: str):
     """The typed options of check `check_id` for `problem` (its defaults where the spec gives none)."""
     check = loaded()[check_id]
