@@ -69,29 +69,11 @@ def grade_bytes(name: str, data: bytes, grading: dict) -> dict:
         return {"error": f"not graded: this cluster worker cannot sandbox ({why}: {INSTALL})"}
     options = {k: v for k, v in (grading or {}).items() if k in GRADING_KEYS}
     options["sandbox"] = True  # required: decide(True) refuses rather than grade outside bwrap
-    options["references"] = _references()
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(str(name)).stem)[:80].strip(".") or "submission"
     with tempfile.TemporaryDirectory(prefix="attnkit-task-") as tmp:
         archive = Path(tmp) / f"{stem}.zip"
         archive.write_bytes(data)
         return grade_one(archive, options)
-
-
-def _references():
-    """The expected values' store of the Dask worker running this task, kept on the worker object so that its
-    tasks compute the reference's values once (a new store outside a worker)."""
-    from ..judge.expected import References
-
-    try:
-        from distributed import get_worker
-
-        worker = get_worker()
-    except (ImportError, ValueError):
-        return References()
-    store = getattr(worker, "attnkit_references", None)
-    if store is None:
-        store = worker.attnkit_references = References()
-    return store
 
 
 # --- the connection: who may be talked to, and how -------------------------------------------------------------
