@@ -14,12 +14,13 @@ import torch
 from .judge.checks import CHECKS, validate_checks
 from .results import CheckResult, ProblemResult, Report, Status, Trouble, Use, Verdict
 from .judge.context import Context, decode, Failed, GraderError, valid_mask
-from .judge.expected import Helper, plan
+from .judge.expected import Helper, References
+from .judge.plan import Plan
 from .judge.registry import Submission, grader_groups
 from .run.cgroup import reason
 from .judge.scan import refused, scan_problem
 from .run.jail import decide
-from .run.hooks import heavy
+
 from .run.pool import Pool
 from .problems import all_problems, get
 from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
@@ -27,48 +28,45 @@ from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
 
 
 def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEFAULT_TIMEOUT, limits=None,
-          sandbox: bool | None = None) -> Report:
+          sandbox: bool | None = None, references: References | None = None) -> Report:
     """Grade the implementation directory `impl`. `sandbox`: run it inside bubblewrap (True: required,
-    False: never, None: $ATTNKIT_SANDBOX, by default whenever usable; jail.decide). Runs torch on one thread
-    meanwhile (small tensors: more threads only cost start-up time) and gives the caller back its own
-    setting (a learner's kernel)."""
+    False: never, None: $ATTNKIT_SANDBOX, by default whenever usable; jail.decide). `references`: the store of
+    expected values to use and fill (judge/expected.py); by default the run's own, so a caller that grades the same
+    problems again in this process passes one to compute them once. Runs torch on one thread meanwhile (small
+    tensors: more threads only cost start-up time) and gives the caller back its own setting (a learner's kernel)."""
     jailed = decide(sandbox)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _grade(Path(impl).resolve(), problem_ids, seed, timeout, limits, jailed)
+        return _grade(Path(impl).resolve(), problem_ids, seed, timeout, limits, jailed,
+                      references if references is not None else References())
     finally:
         torch.set_num_threads(threads)
 
 
-def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: bool) -> Report:
+def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: bool, references) -> Report:
     chosen = [get(pid) for pid in problem_ids] if problem_ids else all_problems()
     problems = _with_prerequisites(chosen)  # graded too, so that a failure is blamed on them only when they fail
     for p in problems:
         validate_checks(p)
     scans = {p.id: _scan(impl, p) for p in problems}  # the sources, read here (never imported) before any of it runs
-    helper = Helper(problems, seed)  # the expected values, computed side by side from here on
+    helper = Helper(problems, seed, references)  # the expected values, computed side by side from here on
     try:
         with ThreadPoolExecutor(1) as starter:  # the workers are forked while the calls are planned
             starting = starter.submit(Pool, str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout, limits,
                                       jailed)
             try:
-                for p in problems:
-                    plan(p, seed, False)
+                plan = Plan.draw(problems, seed)  # the run's one plan: its CUDA part is added once a worker sees a GPU
             finally:
                 pool = starting.result()  # a failed start raises here, after the planning
         try:
-            heavy_first = sorted(problems, key=lambda p: _weight(plan(p, seed, False)), reverse=True)
-            pool.submit_all({p.id: _calls(plan(p, seed, False)) for p in heavy_first})
+            pool.submit_all(plan.batches())
             pool.wait_hello()
-            cuda = any(w.hello and w.hello["cuda"] for w in pool.workers.values())
-            plans = {p.id: plan(p, seed, cuda) for p in problems}
-            if cuda:  # the CUDA checks' calls follow as a second batch
-                for p in problems:
-                    pool.workers[p.id].submit(_calls({k: c for k, c in plans[p.id].items()
-                                                      if k not in plan(p, seed, False)}))
-            answers = _start_answers(impl, problems, plans, limits, timeout, jailed, scans)
-            statuses = _judge_as_answered(problems, plans, pool, helper, answers, cuda, scans)
+            if any(w.hello and w.hello["cuda"] for w in pool.workers.values()):
+                plan = plan.with_cuda()
+                pool.submit_more(plan.gpu_batches())  # the CUDA checks' calls follow as a second batch
+            answers = _start_answers(impl, plan, limits, timeout, jailed, scans)
+            statuses = _judge_as_answered(plan, pool, helper, answers, scans)
         finally:
             pool.close()
     finally:
@@ -78,26 +76,17 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
     return Report(
         impl=str(impl), seed=seed,
         score=sum(r.score for r in results), max_score=sum(r.max_score for r in results),
-        devices={"cpu": True, "cuda": cuda}, problems=results, sandbox="bubblewrap" if jailed else "process",
+        devices={"cpu": True, "cuda": plan.cuda}, problems=results, sandbox="bubblewrap" if jailed else "process",
         memory="cgroup" if reason() is None else "worker",
     )
 
 
-def _calls(plan: dict) -> list[dict]:
-    return [c.call for c in plan.values() if c.group not in grader_groups()]
-
-
-def _weight(plan: dict) -> tuple:
-    """A guess at how long a worker runs on a plan: measured forwards are slow, then the number of calls."""
-    return any(heavy(c.call) for c in plan.values()), len(plan)
-
-
-def _judge_as_answered(problems, plans, pool, helper, answers, cuda: bool, scans: dict) -> dict:
+def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict) -> dict:
     """Judge each problem once its worker has answered everything and its expected values are in, its
     prerequisites judged first (their statuses decide whether their mistakes may be named here), while the other
     workers still run. Each judged worker is told to exit."""
     statuses = {}
-    waiting = list(problems)
+    waiting = list(plan.problems)
 
     def ready():
         helper.receive()
@@ -107,16 +96,16 @@ def _judge_as_answered(problems, plans, pool, helper, answers, cuda: bool, scans
     while waiting:
         p = ready()
         if p is None and any(pool.workers[q.id].busy for q in waiting):
-            if not helper.compute_next(waiting, cuda, pool.poll):  # work of our own while the workers run
+            if not helper.compute_next(plan, waiting, pool.poll):  # work of our own while the workers run
                 pool.run_until(ready, wake=[helper.conn] if helper.conn is not None else [])
             continue
         p = p or waiting[0]  # nothing runs any more: its expected values are waited for
         waiting.remove(p)
         pool.release(p.id)
-        refs = helper.get(p, cuda, pool.poll)
+        refs = helper.get(plan, p, pool.poll)
         for collect in answers.get(p.id, ()):
             pool.workers[p.id].results.update(collect())
-        statuses[p.id] = _judge(p, plans[p.id], pool.workers[p.id], refs, cuda, helper.seed, statuses, scans[p.id])
+        statuses[p.id] = _judge(p, plan, pool.workers[p.id], refs, statuses, scans[p.id])
     return statuses
 
 
@@ -136,16 +125,16 @@ def _with_prerequisites(chosen) -> list:
     return [p for p in all_problems() if p.id in ids]
 
 
-def _start_answers(impl, problems, plans, limits, timeout, jailed, scans) -> dict:
+def _start_answers(impl, plan: Plan, limits, timeout, jailed, scans) -> dict:
     """{problem id: [collect]}: the checks that answer their own calls (judge/registry.Check.answer), started now,
     each collected when its problem is judged."""
     out = {}
-    for p in problems:
+    for p in plan.problems:
         submission = Submission(impl, limits, timeout, jailed, scans[p.id])
         for cid in p.points:
             check = CHECKS[cid]
             if check.answer is not None:
-                cases = {k: c for k, c in plans[p.id].items() if c.builder in check.groups}
+                cases = {k: c for k, c in plan.cases(p).items() if c.builder in check.groups}
                 out.setdefault(p.id, []).append(check.answer(p, cases, submission))
     return out
 
@@ -179,12 +168,13 @@ def _inputs_changed(cases, answers) -> None:
         res.changed = changed
 
 
-def _judge(problem, cases, worker, refs, cuda: bool, seed: int, statuses: dict, findings=()) -> ProblemResult:
+def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=()) -> ProblemResult:
+    cases, cuda = plan.cases(problem), plan.cuda
     answers = decode(problem, cases, worker.results)  # typed once, here: run/answer.Answer
     _inputs_changed(cases, answers)
     findings = () if isinstance(findings, str) else findings  # the reading failed: its text (the check says so)
     failing_deps = tuple(r for r in problem.requires if getattr(statuses.get(r), "status", None) in (Status.FAILED, Status.NOT_STARTED))
-    ctx = Context(problem, cases, answers, refs, worker.failure, seed, failing_deps, worker.fault)
+    ctx = Context(problem, cases, answers, refs, worker.failure, plan.seed, failing_deps, worker.fault)
     not_started = _not_started(problem, worker, cases, answers)
     # Once the worker has said hello, the learner's code has run (its module is loaded next, then its calls): from
     # then on, whatever makes a check unjudgeable may be the learner's doing, so it fails the check, never lowering

@@ -9,7 +9,7 @@ import torch
 
 from conftest import ROOT, SOLUTIONS
 from attnkit.defaults import DEFAULT_SEED, variant_seed
-from attnkit.judge.expected import plan
+from attnkit.judge.plan import draw
 from attnkit.problems import get
 from test_hiring_and_scale import attnkit
 
@@ -18,7 +18,7 @@ def test_a_name_gives_one_seed_and_other_names_other_inputs():
     assert variant_seed("alice-2026") == variant_seed("alice-2026") != variant_seed("bob-2026")
     assert all(0 <= variant_seed(n) < 2**31 for n in ("a", "b", "x" * 64))
     p = get("masked_softmax")
-    a, b = (plan(p, variant_seed(n), False) for n in ("alice-2026", "bob-2026"))
+    a, b = (draw(p, variant_seed(n)) for n in ("alice-2026", "bob-2026"))
     key = next(k for k in a if k.startswith("base/"))
     assert not torch.equal(a[key].call["args"][0], b[key].call["args"][0]), "two candidates would share inputs"
 

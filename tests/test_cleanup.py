@@ -104,7 +104,7 @@ def test_a_closed_wake_connection_is_left_out():
     when it has sent everything, possibly while the grader is waiting (a race CI once hit: OSError, handle closed)."""
     import multiprocessing
 
-    from attnkit.judge.expected import plan
+    from attnkit.judge.plan import Plan
     from attnkit.problems import get
     from attnkit.run.forkserver import warm_up
     from attnkit.run.pool import Pool
@@ -113,7 +113,7 @@ def test_a_closed_wake_connection_is_left_out():
     p = get("masked_softmax")
     pool = Pool(str(SOLUTIONS), {p.id: (p.id, p.symbol)}, 30.0, None, False)
     try:
-        pool.submit_all({p.id: [c.call for c in plan(p, 0, False).values()]})
+        pool.submit_all({p.id: [c.call for c in Plan.draw([p], 0).cases(p).values()]})
         ours, _theirs = multiprocessing.Pipe()
         ours.close()
         pool.run_until(lambda: False, wake=[ours])

@@ -112,11 +112,12 @@ def test_every_memory_call_can_catch_the_full_tensor(seed):
 def test_dropout_calls_let_the_grader_solve_for_the_dropped_weights():
     """The output of each train() call determines its dropped weights (full column rank), for every module."""
     from attnkit.judge.expected import expected
+    from attnkit.judge.plan import Plan
 
     for problem in all_problems():
         if "dropout" not in problem.points:
             continue
-        refs = expected(problem, 0, False)
+        refs = expected(Plan.draw([problem], 0), problem)
         reveals = [r["reveal"] for r in refs.values() if "reveal" in r]
         assert len(reveals) == 2 * len(problem.variants)
         for reveal in reveals:

@@ -14,7 +14,8 @@ from conftest import SOLUTIONS, make_impl
 from attnkit.grading import _name_mistakes, _run_check, grade
 from attnkit.judge.checks import CHECKS
 from attnkit.judge.context import Context
-from attnkit.judge.expected import expected, plan
+from attnkit.judge.expected import expected
+from attnkit.judge.plan import Plan
 from attnkit.judge.reference import reference
 from attnkit.problems import get
 from attnkit.run.harness import execute
@@ -175,8 +176,8 @@ DIRECT = {
 def answers():
     """masked_softmax's calls answered by the reference, in process: the results a worker would send."""
     problem = get("masked_softmax")
-    cases = plan(problem, 0, False)
-    refs = expected(problem, 0, False)
+    plan = Plan.draw([problem], 0)
+    cases, refs = plan.cases(problem), expected(plan, problem)
     got = {k: {"ok": True, **execute(c.call, reference(problem))} for k, c in cases.items() if c.group != "imports"}
     return problem, cases, refs, got
 

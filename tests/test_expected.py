@@ -5,10 +5,11 @@ from __future__ import annotations
 import torch
 
 from attnkit.judge import expected as E
+from attnkit.judge.plan import Plan
 from attnkit.problems import get
 from attnkit.run import forkserver
 
-SEED = 424242  # a seed no other test grades with: the module's caches start empty for it
+SEED = 424242  # a seed no other test grades with
 IDS = ("masked_softmax", "rope", "flash_attention", "grouped_query_attention")
 
 
@@ -22,36 +23,31 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def _forget(seed: int) -> None:
-    for key in [k for k in E._REFS if k[1] == seed]:
-        del E._REFS[key]
-
-
 def test_the_helper_computes_what_the_grader_would():
     forkserver.warm_up()
     problems = [get(pid) for pid in IDS]
-    helper = E.Helper(problems, SEED)
+    plan, references = Plan.draw(problems, SEED), E.References()
+    helper = E.Helper(problems, SEED, references)
     try:
         assert helper.proc is not None, "the forkserver runs: the helper process must be used"
-        assert helper.compute_next(problems, False)  # the grader's own share: the last problem, the helper told
-        got = {p.id: helper.get(p, False) for p in problems}
+        assert helper.compute_next(plan, problems)  # the grader's own share: the last problem, the helper told
+        got = {p.id: helper.get(plan, p) for p in problems}
     finally:
         helper.close()
     assert not helper.proc and helper.conn is None
     for p in problems:
-        here = E._compute(p, E.plan(p, SEED, False))
+        here = E._compute(p, plan.cases(p))
         assert got[p.id].keys() == here.keys() and _same(got[p.id], here), p.id
-    _forget(SEED)
 
 
 def test_without_a_forkserver_the_grader_computes_them_itself(monkeypatch):
     monkeypatch.setattr(forkserver, "running", lambda: False)
     p = get("rope")
-    helper = E.Helper([p], SEED + 1)
+    plan, references = Plan.draw([p], SEED + 1), E.References()
+    helper = E.Helper([p], SEED + 1, references)
     assert helper.proc is None and helper.ready(p)
-    assert helper.compute_next([p], False) and (p.id, SEED + 1, False) in E._REFS
-    assert not helper.compute_next([p], False)  # nothing left
-    _forget(SEED + 1)
+    assert helper.compute_next(plan, [p]) and references.has(p.id, SEED + 1)
+    assert not helper.compute_next(plan, [p])  # nothing left
 
 
 def test_a_failing_helper_leaves_the_problem_to_the_grader():
@@ -59,11 +55,40 @@ def test_a_failing_helper_leaves_the_problem_to_the_grader():
     computes the values itself, so that a real failure is raised and reported where it happens."""
     forkserver.warm_up()
     p = get("rope")
-    helper = E.Helper([p], SEED + 2)
+    plan = Plan.draw([p], SEED + 2)
+    helper = E.Helper([p], SEED + 2, E.References())
     try:
         helper.proc.kill()  # a helper that dies before it answers
-        values = helper.get(p, False)
+        values = helper.get(plan, p)
     finally:
         helper.close()
-    assert _same(values, E._compute(p, E.plan(p, SEED + 2, False)))
-    _forget(SEED + 2)
+    assert _same(values, E._compute(p, plan.cases(p)))
+
+
+def test_a_store_computes_each_part_once_and_a_run_owns_its_own(monkeypatch):
+    """The expected values are kept in the store a run is given (a new one per run by default): a store held across
+    runs computes each problem's part once; nothing is kept between runs that hold none."""
+    calls = []
+    real = E._compute
+    monkeypatch.setattr(E, "_compute", lambda problem, cases, between=lambda: None: calls.append(problem.id) or
+                        real(problem, cases, between))
+    p = get("masked_softmax")
+    plan, references = Plan.draw([p], SEED + 3), E.References()
+    first = references.of(plan, p)
+    assert references.of(Plan.draw([p], SEED + 3), p) is first and calls == [p.id]  # a new plan, the same values
+    E.expected(plan, p)
+    E.expected(plan, p)
+    assert calls == [p.id] * 3  # without a store, each call computes its own
+
+
+def test_the_cuda_part_is_a_new_plan():
+    """A plan's CUDA part is added by with_cuda(), a new value: the CPU plan keeps its cases, and the CUDA checks'
+    cases come after them."""
+    p = get("scaled_dot_product_attention")
+    cpu = Plan.draw([p], SEED)
+    both = cpu.with_cuda()
+    assert not cpu.cuda and both.cuda and both.with_cuda() is both and not cpu.gpu
+    assert list(both.cases(p))[:len(cpu.cases(p))] == list(cpu.cases(p))
+    assert set(both.cases(p)) - set(cpu.cases(p)) == set(both.gpu[p.id]) != set()
+    assert both.gpu_batches()[p.id] and not cpu.gpu_batches()
+    assert list(cpu.batches()) == [p.id]

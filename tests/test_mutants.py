@@ -10,6 +10,8 @@ import pytest
 
 from attnkit.defaults import DEFAULT_SEED
 from attnkit.dev.mutants import EQUIVALENTS, equivalents, kill, mutants, run
+from attnkit.judge.expected import References
+from attnkit.judge.plan import Plan
 from attnkit.problems import all_problems, get
 
 SAMPLE = 5  # mutants per problem in CI, drawn with the seed below
@@ -37,11 +39,12 @@ def test_every_listed_equivalent_mutant_exists_and_survives():
         assert key in by_key, f"stale entry: {key}"
         assert len(entry["why"]) > 40, key
     assert len(equivalents()) == len(listed)
+    plan, references = Plan.draw(all_problems(), DEFAULT_SEED), References()  # drawn and computed once for all
     for problem in all_problems():
         mine = [e for e in listed if e["problem"] == problem.id]
         for entry in random.Random(f"2026/{problem.id}").sample(mine, min(LISTED_SAMPLE, len(mine))):
             key = (entry["problem"], entry["mutant"])
-            assert kill(problem, by_key[key], DEFAULT_SEED) is None, f"{key} is killed: remove it from the list"
+            assert kill(problem, by_key[key], plan, references) is None, f"{key} is killed: remove it from the list"
 
 
 def test_a_killed_listed_mutant_is_reported_stale(monkeypatch):
@@ -59,4 +62,4 @@ def test_a_wrong_reference_line_is_killed():
     """The machinery itself: a mutant that changes the math is killed, by the check that should see it."""
     problem = get("scaled_dot_product_attention")
     scale = next(m for m in mutants(problem) if "d**0.5" in m.key and "d**1.5" in m.key)
-    assert kill(problem, scale, DEFAULT_SEED) is not None
+    assert kill(problem, scale, Plan.draw([problem], DEFAULT_SEED), References()) is not None

@@ -27,7 +27,8 @@ from .. import ROOT
 from ..judge.checks import CHECKS
 from ..judge.context import Context, Failed
 from .. import solution_path
-from ..judge.expected import expected, plan
+from ..judge.expected import References
+from ..judge.plan import Plan
 from ..judge.reference import reference
 from ..run.harness import execute
 from ..run.hooks import outside
@@ -92,8 +93,10 @@ class _Timeout(Exception):
     pass
 
 
-def kill(problem, mutant: Mutant, seed: int) -> str | None:
-    """The id of the first check that fails the mutant (with why, for a crash), or None if it survives."""
+def kill(problem, mutant: Mutant, plan: Plan, references: References) -> str | None:
+    """The id of the first check that fails the mutant (with why, for a crash), or None if it survives: judged on the
+    plan's cases of the problem (its CPU part), against the reference's values kept in `references` (computed once
+    for all the mutants of a problem)."""
     reference(problem)  # registers the reference package, whose siblings the mutant imports
     module = types.ModuleType(f"attnkit_reference._mutant_{problem.id}")
     module.__package__ = "attnkit_reference"
@@ -102,12 +105,12 @@ def kill(problem, mutant: Mutant, seed: int) -> str | None:
         target = getattr(module, problem.symbol)
     except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is killed
         return f"load ({type(exc).__name__})"
-    cases = plan(problem, seed, False)
-    refs = expected(problem, seed, False)
+    cases = plan.cases(problem)
+    refs = references.of(plan, problem)
     got = _answers(cases, target)
     if got is None:
         return "timeout"
-    ctx = Context(problem, cases, got, refs, None, seed)
+    ctx = Context(problem, cases, got, refs, None, plan.seed)
     for cid in problem.points:
         check = CHECKS[cid]
         if check.needs_cuda or check.answer is not None:
@@ -152,12 +155,16 @@ def _answers(plan, target) -> dict | None:
     return got
 
 
-def run(problems, seed: int, sample: int | None = None, sample_seed: int = 0, progress=None) -> dict:
+def run(problems, seed: int, sample: int | None = None, sample_seed: int = 0, progress=None,
+        references: References | None = None) -> dict:
     """{problem: {"mutants": N, "killed": K, "equivalent": E, "survivors": [key, ...], "stale": [key, ...]}}.
 
     "stale": listed as equivalent, but no longer a mutant of the reference, or killed by a check after all.
-    With `sample`, only that many mutants per problem (drawn with `sample_seed`) are graded."""
+    With `sample`, only that many mutants per problem (drawn with `sample_seed`) are graded. The problems' cases are
+    drawn once (one plan, CPU only) and the reference's values computed once, into `references` where given."""
     listed = equivalents()
+    plan = Plan.draw(problems, seed)
+    references = references if references is not None else References()
     out = {}
     for problem in problems:
         every = mutants(problem)
@@ -165,7 +172,7 @@ def run(problems, seed: int, sample: int | None = None, sample_seed: int = 0, pr
         chosen = every if sample is None else random.Random(f"{sample_seed}/{problem.id}").sample(every, min(sample, len(every)))
         killed, equivalent, survivors, wrongly_listed = 0, 0, [], []
         for m in chosen:
-            by = kill(problem, m, seed)
+            by = kill(problem, m, plan, references)
             if by:
                 killed += 1
                 if (problem.id, m.key) in listed:

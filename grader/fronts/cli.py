@@ -5,12 +5,12 @@ import argparse
 import gc
 import sys
 
-from .commands import (untrusted, cluster_connection, cmd_batch, cmd_classroom, cmd_cluster, cmd_course, cmd_dev,
-                       cmd_export, cmd_grade, cmd_class_report, cmd_gradescope, cmd_similarity)
-from ..run.submission import impl_dir
+from .commands import (cmd_batch, cmd_classroom, cmd_cluster, cmd_course, cmd_dev, cmd_export, cmd_grade,
+                       cmd_class_report, cmd_gradescope, cmd_similarity)
 from ..errors import SpecError
 from ..model.spec import VISIBILITIES
-from .options import BadInput, default_impl, positive, share, variant_name
+from .options import BadInput, positive, share, variant_name
+from .requests import DevRequest, resolve, sandbox_of
 
 
 class _Parser(argparse.ArgumentParser):
@@ -145,20 +145,18 @@ def _impl_arg(p) -> None:
 
 
 def main(argv=None) -> int:
+    """The command line, parsed and resolved here into its command's request (requests.py), which the command gets."""
     args = parser().parse_args(argv)
     from ..model.i18n import from_env, using
 
     args.lang = getattr(args, "lang", None) or from_env()  # passed down to the commands
     try:
-        if args.command == "grade-batch":
-            args.connection = cluster_connection(args)  # the cluster's flags checked here, before any work
+        request = resolve(args)  # every flag checked here, before any work (the cluster's too)
         if args.command in ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev") and \
-                not getattr(args, "cluster", None):  # on a cluster, the workers grade
-            _warm_up(args)
-        if hasattr(args, "impl") and args.command != "grade":
-            args.impl = impl_dir(args.impl if args.impl is not None else default_impl())
+                getattr(request, "cluster", None) is None:  # on a cluster, the workers grade
+            _warm_up(request)
         with using(args.lang):  # for the callers of problems.get that pass no language (grading.py)
-            return args.run(args)
+            return args.run(request)
     except BadInput as exc:  # one line whatever it quotes (a submission's or a member's name, a path)
         from ..run.inbox import one_line
 
@@ -183,19 +181,20 @@ def main(argv=None) -> int:
         gc.freeze()
 
 
-def _warm_up(args) -> None:
+def _warm_up(request) -> None:
     """Start what grading needs while we import torch: a spare bubblewrap sandbox, else the forkserver.
     Refuses here, before any work, when the sandbox is required and unusable."""
     from ..run.jail import decide
+    from .requests import BatchRequest, ListRequest, WatchRequest
 
-    if args.command == "dev" or not decide(True if untrusted(args) else None):
+    if isinstance(request, DevRequest) or not decide(sandbox_of(request).wanted):
         from ..run.forkserver import warm_up
 
         warm_up()  # the workers' forkserver imports torch while we do
         return
     from ..run.jail_process import warm_up as warm_up_sandbox
 
-    warm_up_sandbox(repeat=args.command in ("grade-batch", "watch", "list"))
+    warm_up_sandbox(repeat=isinstance(request, (BatchRequest, WatchRequest, ListRequest)))
 
 
 if __name__ == "__main__":

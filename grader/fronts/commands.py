@@ -8,10 +8,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .options import BadInput, default_impl, json_path
+from .options import BadInput, default_impl
+from .requests import (BatchRequest, ClassReportRequest, ClassroomRequest, ClusterRequest, CourseRequest, DevAction,
+                       DevRequest, ExportRequest, GradeRequest, GradescopeAction, GradescopeRequest, Sandbox,
+                       SimilarityRequest, need_matplotlib)
 
 
-def cmd_grade(args) -> int:
+def cmd_grade(request: GradeRequest) -> int:
     from ..report.summary import failures, table
     from ..report.term import fancy
     from ..run.submission import open_submission
@@ -19,26 +22,18 @@ def cmd_grade(args) -> int:
     from ..judge.checks import validate_checks
     from ..problems import all_problems
 
-    for problem in all_problems(args.lang):  # a broken spec: one clear line (exit 3), before any grading
+    for problem in all_problems(request.lang):  # a broken spec: one clear line (exit 3), before any grading
         validate_checks(problem)
-    if args.variant is not None:
-        if args.seed is not None:
-            raise BadInput("--variant NAME sets the seed of the hidden inputs: give --variant or --seed, not both")
-        from ..defaults import variant_seed
-
-        args.seed = variant_seed(args.variant)
-    impl, unpacked = open_submission(args.impl if args.impl is not None else default_impl())
-    out = json_path(args.json) if args.json else None
-    md = json_path(args.report, "--report") if args.report else None
-    junit = json_path(args.junit, "--junit") if args.junit else None
-    plots = _plots_dir(args.plots) if args.plots else None
+    impl, unpacked = open_submission(request.impl if request.impl is not None else default_impl())
+    out, md, junit = request.json, request.report, request.junit
+    plots = _plots_dir(request.plots) if request.plots else None
     try:
-        report = _grade_in_pytest(args, impl, junit) if junit else _grade_here(args, impl)
+        report = _grade_in_pytest(request, impl, junit) if junit else _grade_here(request, impl)
         attempts = _attempts(impl, report) if md else None  # read before a zip's folder is removed
     finally:
         if unpacked:
             unpacked.cleanup()
-    report.variant = args.variant
+    report.variant = request.variant
     if out:
         from ..report.summary import write_json
 
@@ -52,7 +47,7 @@ def cmd_grade(args) -> int:
     if md:
         from ..report.interview import write
 
-        write(report, md, str(args.impl), ["grade", *sys.argv[2:]] if sys.argv[1:2] == ["grade"] else ["grade"],
+        write(report, md, str(request.impl), ["grade", *sys.argv[2:]] if sys.argv[1:2] == ["grade"] else ["grade"],
               attempts)
         print(f"interviewer's report: {md}")
     if plots:
@@ -74,28 +69,24 @@ def _attempts(impl, report) -> list[str]:
     return timeline(read(impl, known), known)
 
 
-def _grade_here(args, impl):
+def _grade_here(request: GradeRequest, impl):
     """The grading core, called directly: what the pytest plugin runs, without pytest's start-up."""
     import gc
 
     gc.freeze()  # torch and the specs stay loaded for good: no collection walks them again (a tenth of a second each)
-    from ..defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
     from ..grading import grade
     from ..run.jail import decide
-    from .options import from_options, problem_list
 
-    report = grade(impl, problem_list(args.problems), seed=args.seed if args.seed is not None else DEFAULT_SEED,
-                   timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(args),
-                   sandbox=decide(True if untrusted(args) else None))
+    report = grade(impl, list(request.problems) if request.problems else None, seed=request.seed,
+                   timeout=request.timeout, limits=request.limits, sandbox=decide(request.sandbox.wanted))
     return report
 
 
-def _grade_in_pytest(args, impl, junit):
+def _grade_in_pytest(request: GradeRequest, impl, junit):
     """The same grading as pytest items (one per check), for the JUnit XML that pytest writes (--junit)."""
     import pytest
 
-    from ..defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
-    from .options import as_args, problem_list
+    from .options import limit_args
 
     seen = {}
 
@@ -112,13 +103,13 @@ def _grade_in_pytest(args, impl, junit):
     argv = [empty.name, "-c", os.devnull, "--rootdir", empty.name, "-p", "no:terminal", "-p", "no:cacheprovider",
             "-p", "no:logging", "-p", "no:unraisableexception",
             "--noconftest", "--attnkit-only", "--attnkit-impl", str(impl),
-            "--attnkit-seed", str(args.seed if args.seed is not None else DEFAULT_SEED),
-            "--attnkit-timeout", str(args.timeout if args.timeout is not None else DEFAULT_TIMEOUT),
+            "--attnkit-seed", str(request.seed),
+            "--attnkit-timeout", str(request.timeout),
             f"--junitxml={junit}"]
-    if args.problems:
-        argv += ["--attnkit-problems", ",".join(problem_list(args.problems))]
-    argv += as_args(args)
-    if untrusted(args):
+    if request.problems:
+        argv += ["--attnkit-problems", ",".join(request.problems)]
+    argv += limit_args(request.limits)
+    if request.sandbox is Sandbox.REQUIRED:
         argv += ["--attnkit-untrusted"]
     try:
         pytest.main(argv, plugins=[Capture()])
@@ -141,15 +132,8 @@ def exit_code(report) -> int:
     return 0 if report.max_score > 0 and report.score == report.max_score else 1
 
 
-def _need_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise BadInput("plots need matplotlib: pip install -e \".[plots]\"") from None
-
-
 def _plots_dir(path) -> Path:
-    _need_matplotlib()
+    need_matplotlib()
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise BadInput(f"--plots {path}: not a directory")
@@ -160,133 +144,97 @@ def _plots_dir(path) -> Path:
     return p
 
 
-def cmd_batch(args) -> int:
+def cmd_batch(request: BatchRequest) -> int:
     from ..integrations.batch import run
-    from ..defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
-    from .options import from_options
 
-    from .options import problem_list
-
-    address, security = getattr(args, "connection", None) or cluster_connection(args)
-    rows = run(args.submissions, args.out, workers=args.workers, force=args.force, cluster=address,
-               security=security,
-               problem_ids=problem_list(args.problems),
-               seed=args.seed if args.seed is not None else DEFAULT_SEED,
-               timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(args),
-               sandbox=True)
-    print(f"{len(rows)} submissions: results in {args.out} (grades.csv)")
+    rows = run(request.submissions, request.out, workers=request.workers, force=request.force,
+               cluster=request.cluster, security=request.security,
+               problem_ids=list(request.problems) if request.problems else None, seed=request.seed,
+               timeout=request.timeout, limits=request.limits, sandbox=True)
+    print(f"{len(rows)} submissions: results in {request.out} (grades.csv)")
     return 0
 
 
-def cluster_connection(args) -> tuple[str | None, object]:
-    """grade-batch's --cluster, --cluster-certs and --insecure-local, checked before any work: (the address, Dask's
-    TLS settings or None), or (None, None) for a local batch."""
-    if args.cluster is None:
-        if args.cluster_certs is not None or args.insecure_local:
-            flag = "--cluster-certs" if args.cluster_certs is not None else "--insecure-local"
-            raise BadInput(f"{flag} goes with --cluster ADDRESS")
-        return None, None
-    from ..integrations.cluster import connection
-
-    return connection(args.cluster, args.cluster_certs, args.insecure_local)
-
-
-def cmd_cluster(args) -> int:
+def cmd_cluster(request: ClusterRequest) -> int:
     """`attnkit cluster certs DIR`: a CA and the scheduler's, workers' and client's certificates; the command lines."""
     from ..integrations.cluster_certs import make, summary
 
-    if args.port > 65535:
-        raise BadInput(f"--port {args.port}: a port is 1 to 65535")
-    folder = make(args.directory, days=args.days)
-    print(summary(folder, host=args.host, port=args.port))
+    folder = make(request.directory, days=request.days)
+    print(summary(folder, host=request.host, port=request.port))
     return 0
 
 
-def cmd_gradescope(args) -> int:
+def cmd_gradescope(request: GradescopeRequest) -> int:
     from ..integrations import gradescope
 
-    if args.action == "run":
-        return gradescope.run(args.root)
-    if not args.out:
-        raise BadInput("gradescope build needs OUT.zip")
-    print(f"wrote {gradescope.build(args.out, args.visibility)}: upload it as the autograder (Configure Autograder, "
+    if request.action is GradescopeAction.RUN:
+        return gradescope.run(request.root)
+    print(f"wrote {gradescope.build(request.out, request.visibility)}: upload it as the autograder (Configure Autograder, "
           "zip file)")
     return 0
 
 
-def cmd_class_report(args) -> int:
+def cmd_class_report(request: ClassReportRequest) -> int:
     from ..report.class_report import write
 
-    if not args.out and not args.json:
-        raise BadInput("class-report: say where to write it: --out REPORT.html and/or --json OUT.json")
-    out = json_path(args.out, "--out") if args.out else None
-    data = json_path(args.json) if args.json else None
-    if out is not None:
-        _need_matplotlib()  # for the page's plots
-    s = write(args.results, out, data)
+    out, data = request.out, request.json
+    s = write(request.results, out, data)
     print(f"{s['submissions']} submissions, {s['graded']} graded" + "".join(f"; wrote {p}" for p in (out, data) if p))
     return 0
 
 
-def cmd_similarity(args) -> int:
+def cmd_similarity(request: SimilarityRequest) -> int:
     from ..integrations.similarity import pairs, source_of
 
-    try:
-        import copydetect  # noqa: F401
-    except ImportError:
-        raise BadInput('similarity needs copydetect: pip install -e ".[similarity]"') from None
-    out = json_path(args.json) if args.json else None
-    found = pairs(source_of(Path(args.path)), args.threshold)
+    out = request.json
+    found = pairs(source_of(request.path), request.threshold)
     from ..run.inbox import clean
 
     for f in found:  # submission names are the submitters' file names: no control characters reach the terminal
         per = ", ".join(f"{pid} {s:.0%}" for pid, s in f["problems"].items())
         print(f"{f['similarity']:.0%}  {clean(f['a'], 100)}  {clean(f['b'], 100)}  ({f['tokens']} tokens alike; {per})")
-    print(f"{len(found)} pair(s) at or above {args.threshold:.0%} alike (beyond the stubs and the kit's public code)")
+    print(f"{len(found)} pair(s) at or above {request.threshold:.0%} alike (beyond the stubs and the kit's public code)")
     if out:
         from ..files import atomic_write
         import json
 
-        atomic_write(out, json.dumps({"threshold": args.threshold, "pairs": found}, indent=2) + "\n")
+        atomic_write(out, json.dumps({"threshold": request.threshold, "pairs": found}, indent=2) + "\n")
     return 0
 
 
-def cmd_classroom(args) -> int:
+def cmd_classroom(request: ClassroomRequest) -> int:
     from ..integrations.classroom import init
 
-    print(f"wrote {init(args.directory, args.kit)}")
+    print(f"wrote {init(request.directory, request.kit)}")
     return 0
 
 
-def cmd_export(args) -> int:
+def cmd_export(request: ExportRequest) -> int:
     from ..integrations.export import export
 
-    from .options import problem_list
-    from ..problems import ORDER
-
-    for path in export(args.directory, problem_list(args.problems) or list(ORDER), args.variant):
+    for path in export(request.directory, list(request.problems), request.variant):
         print(f"wrote {path}")
-    variant = f" --variant {shlex.quote(args.variant)}" if args.variant is not None else ""
-    print(f"give the candidate {args.directory}; grade what comes back with `attnkit grade --impl submission.zip"
+    variant = f" --variant {shlex.quote(request.variant)}" if request.variant is not None else ""
+    print(f"give the candidate {request.directory}; grade what comes back with `attnkit grade --impl submission.zip"
           f"{variant} --report report.md`")
     return 0
 
 
-def cmd_course(args) -> int:
+def cmd_course(request: CourseRequest) -> int:
     from ..integrations.course import ASSIGNMENT, init
 
-    for path in init(args.directory, args.lang):
+    for path in init(request.directory, request.lang):
         print(f"wrote {path}")
-    print(f"next: cd {args.directory} && nbgrader generate_assignment {ASSIGNMENT}")
+    print(f"next: cd {request.directory} && nbgrader generate_assignment {ASSIGNMENT}")
     return 0
 
 
-def cmd_dev(args) -> int:
+def cmd_dev(request: DevRequest) -> int:
     from ..dev.tasks import sync
 
-    if args.action == "mutants":
-        return _mutants(args)
-    if args.action == "sync":
+    if request.action is DevAction.MUTANTS:
+        return _mutants(request)
+    if request.action is DevAction.SYNC:
         for line in sync() or ["everything generated is fresh"]:
             print(line)
         return 0
@@ -299,23 +247,19 @@ def cmd_dev(args) -> int:
     return 1 if problems else 0
 
 
-def _mutants(args) -> int:
+def _mutants(request: DevRequest) -> int:
     """Print `killed K/N non-equivalent mutants` per problem; exit 1 if any mutant survives unlisted."""
     import json
     import time
 
     from ..defaults import DEFAULT_SEED
     from ..dev.mutants import run
-    from .options import problem_list
     from ..problems import all_problems, get
 
-    chosen = problem_list(args.problems) if args.problems else None
-    problems = [get(pid) for pid in chosen] if chosen else all_problems()
-    out = json_path(args.json) if args.json else None
-    if args.sample is not None and args.sample < 1:
-        raise BadInput(f"--sample must be at least 1, not {args.sample}")
+    problems = [get(pid) for pid in request.problems] if request.problems else all_problems()
+    out = request.json
     start = time.monotonic()
-    results = run(problems, DEFAULT_SEED, args.sample, args.seed)
+    results = run(problems, DEFAULT_SEED, request.sample, request.seed)
     for pid, r in results.items():
         live = r["mutants"] - r["equivalent"]
         print(f"{pid}: killed {r['killed']}/{live} non-equivalent mutants ({r['equivalent']} equivalent, listed)")
@@ -329,9 +273,3 @@ def _mutants(args) -> int:
 
         atomic_write(out, json.dumps(results, indent=2) + "\n")
     return 1 if any(r["survivors"] or r["stale"] for r in results.values()) else 0
-
-
-def untrusted(args) -> bool:
-    """Someone else's code: the sandbox is required (grade-batch, the Gradescope runner, --untrusted, --report)."""
-    return args.command in ("grade-batch", "gradescope") or bool(getattr(args, "untrusted", False) or
-                                                                 getattr(args, "report", None))

@@ -74,10 +74,11 @@ def from_options(options) -> Limits:
     return Limits(**{f: getattr(options, f"limit_{f}") for f, *_ in FLAGS if getattr(options, f"limit_{f}", None) is not None})
 
 
-def as_args(options) -> list[str]:
-    """The limits set in `options`, as the pytest plugin's flags (--attnkit-cpu-limit 5 ...)."""
-    return [a for f, flag, *_ in FLAGS if getattr(options, f"limit_{f}", None) is not None
-            for a in ("--attnkit-" + flag[2:], str(getattr(options, f"limit_{f}")))]
+def limit_args(limits: Limits) -> list[str]:
+    """The limits that differ from the defaults, as the pytest plugin's flags (--attnkit-cpu-limit 5 ...)."""
+    default = Limits()
+    return [a for f, flag, *_ in FLAGS if getattr(limits, f) != getattr(default, f)
+            for a in ("--attnkit-" + flag[2:], str(getattr(limits, f)))]
 
 
 def variant_name(text: str) -> str:

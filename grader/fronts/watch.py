@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import state
 from ..grading import grade
+from ..judge.expected import References
 from ..results import Report
 from ..problems import ORDER, get
 from ..report.summary import failures, progress, table
@@ -40,7 +41,8 @@ def _hint_line(pid: str) -> str:
 
 def cmd_watch(args) -> int:
     impl, colour, out = Path(args.impl), fancy(), sys.stdout
-    first = grade(impl)
+    references = References()  # the reference's values, computed once for every re-grade
+    first = grade(impl, references=references)
     results = {p.id: p for p in first.problems}
     seen = _files(impl)
     current = next((p.id for p in first.problems if p.status != "passed"), ORDER[0])
@@ -58,7 +60,7 @@ def cmd_watch(args) -> int:
         stem = Path(changed[-1]).stem
         current = stem if stem in ORDER else current
         saved_at = now[changed[-1]][0] / 1e9
-        report = grade(impl, [current])
+        report = grade(impl, [current], references=references)
         results[current] = report.problems[0]
         whole = Report(report.impl, report.seed, sum(p.score for p in results.values()),
                        sum(p.max_score for p in results.values()), report.devices, list(results.values()))

@@ -70,6 +70,9 @@ def run(folder, out, workers: int = 2, force: bool = False, cluster: str | None 
 
         grade_all(cluster, todo, record, grading, security)
     else:
+        from ..judge.expected import References
+
+        grading = {**grading, "references": References()}  # the reference's values computed once for the batch
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             for future in as_completed([pool.submit(lambda p: record(p, grade_one(p, grading)), p) for p in todo]):
                 future.result()

@@ -1,47 +1,57 @@
-"""A grading run's seeded calls and their expected values (what the reference answers to each).
+"""A grading run's expected values: what the reference answers to each seeded call of its plan (judge/plan.py).
 
-Both depend only on the problem, the seed and whether a GPU is graded, never on the submission, so
-the expected values of the CPU plan are computed by a helper process forked from the workers'
-forkserver (a process that never ran learner code), side by side with the grader's own work:
-planning, feeding the workers, judging. Where no forkserver is running (the bubblewrap sandbox has
-its own server), they are computed here. Either way each is computed once per process.
+They depend only on the problem, the seed and the part of the plan (CPU, or the CUDA checks'), never on the
+submission, so the expected values of the CPU part are computed by a helper process forked from the workers'
+forkserver (a process that never ran learner code), side by side with the grader's own work: planning, feeding the
+workers, judging. Where no forkserver is running (the bubblewrap sandbox has its own server), they are computed
+here. Either way they are kept in a `References` store that the run owns: each is computed once per store. A caller
+that grades the same problems again in one process (watch, the mutants, a test session) may hold a store and pass
+it to every run.
 """
 from __future__ import annotations
 
 import pickle
 import traceback
 
-from ..draw.groups import build
 from ..draw.scenarios import expected_call
 from ..run.harness import execute
 from ..run.hooks import for_reference
 from .checks import CHECKS
-from .registry import with_hooks
+from .plan import Plan, draw
 from .reference import reference
 
-_PLANS: dict = {}
-_REFS: dict = {}
+
+class References:
+    """The reference's expected values, {case key: result} per (problem id, seed, part), each part computed once: the
+    CPU part (`gpu` False) and the CUDA checks' part (True) of a plan."""
+
+    def __init__(self):
+        self._values: dict[tuple[str, int, bool], dict] = {}
+
+    def has(self, pid: str, seed: int, gpu: bool = False) -> bool:
+        return (pid, seed, gpu) in self._values
+
+    def put(self, pid: str, seed: int, values: dict, gpu: bool = False) -> None:
+        self._values[(pid, seed, gpu)] = values
+
+    def part(self, plan: Plan, problem, gpu: bool = False, between=lambda: None) -> dict:
+        """One part's values for the plan's cases, computed here unless already in (`between()` runs after each
+        call: the grader reads its workers' pipes meanwhile)."""
+        key = (problem.id, plan.seed, gpu)
+        if key not in self._values:
+            self._values[key] = _compute(problem, (plan.gpu if gpu else plan.cpu)[problem.id], between)
+        return self._values[key]
+
+    def of(self, plan: Plan, problem, between=lambda: None) -> dict:
+        """{key: the reference's result} for every case of the plan's problem that the reference answers: the CPU
+        part, and the CUDA part where the plan grades CUDA."""
+        cpu = self.part(plan, problem, False, between)
+        return {**cpu, **self.part(plan, problem, True, between)} if plan.cuda else cpu
 
 
-def plan(problem, seed: int, cuda: bool) -> dict:
-    """The problem's seeded cases, {key: Case} (cached: the same seed always gives the same calls). Each group
-    draws from its own seeded generator, so the CUDA checks' groups are added to the CPU plan, which is drawn
-    before any worker says whether it sees a GPU."""
-    key = (problem.id, seed, cuda)
-    if key not in _PLANS:
-        checks = [CHECKS[c] for c in problem.points if CHECKS[c].needs_cuda == cuda]
-        part = with_hooks(problem, build(problem, {name: fn for c in checks for name, fn in c.groups.items()}, seed))
-        _PLANS[key] = {**plan(problem, seed, False), **part} if cuda else part
-    return _PLANS[key]
-
-
-def expected(problem, seed: int, cuda: bool, between=lambda: None) -> dict:
-    """{key: the reference's result} for every call of the plan the reference answers, computed here; `between()`
-    runs after each call (the grader reads its workers' pipes meanwhile)."""
-    key = (problem.id, seed, cuda)
-    if key not in _REFS:
-        _REFS[key] = _compute(problem, plan(problem, seed, cuda), between)
-    return _REFS[key]
+def expected(plan: Plan, problem, references: References | None = None) -> dict:
+    """The expected values of the plan's problem, computed here (kept in `references` where one is given)."""
+    return (references if references is not None else References()).of(plan, problem)
 
 
 def _compute(problem, cases: dict, between=lambda: None) -> dict:
@@ -58,13 +68,15 @@ def _compute(problem, cases: dict, between=lambda: None) -> dict:
 
 
 class Helper:
-    """The expected values of the CPU plans, computed by a helper process; `conn` is readable when one arrives."""
+    """The expected values of a run's CPU part, computed by a helper process into the run's `References`; `conn` is
+    readable when one arrives. It starts before the plan is drawn (its process draws the same cases from the problems
+    and the seed: sending them would cost more); each method that computes here is given the run's plan."""
 
-    def __init__(self, problems, seed: int):
+    def __init__(self, problems, seed: int, references: References):
         from ..run.forkserver import bare_main, context, running
 
-        self.seed, self.conn, self.proc = seed, None, None
-        self.todo = [p for p in problems if (p.id, seed, False) not in _REFS]
+        self.seed, self.references, self.conn, self.proc = seed, references, None, None
+        self.todo = [p for p in problems if not references.has(p.id, seed)]
         if not self.todo or not running():
             return  # nothing to compute, or starting a forkserver (importing torch) would cost more than it saves
         ctx = context()
@@ -85,42 +97,36 @@ class Helper:
             if refs is None:  # the helper failed on this problem: the grader's own run says why
                 self.close()
                 return
-            _REFS[(pid, self.seed, False)] = refs
+            self.references.put(pid, self.seed, refs)
 
     def ready(self, problem) -> bool:
-        return self.conn is None or (problem.id, self.seed, False) in _REFS
+        return self.conn is None or self.references.has(problem.id, self.seed)
 
-    def get(self, problem, cuda: bool, between=lambda: None) -> dict:
-        """The expected values for `problem`: the helper's CPU part (waited for), the CUDA checks' part computed here."""
-        key = (problem.id, self.seed, False)
-        while self.conn is not None and key not in _REFS:
+    def get(self, plan: Plan, problem, between=lambda: None) -> dict:
+        """The expected values for the plan's `problem`: the helper's CPU part (waited for), the CUDA checks' part
+        computed here."""
+        assert plan.seed == self.seed, "the helper computes another seed's values"
+        while self.conn is not None and not self.references.has(problem.id, self.seed):
             self.conn.poll(None)
             self.receive()
-        if not cuda:
-            return expected(problem, self.seed, False, between)
-        both = (problem.id, self.seed, True)
-        if both not in _REFS:
-            cpu = expected(problem, self.seed, False, between)
-            extra = {k: c for k, c in plan(problem, self.seed, True).items() if k not in plan(problem, self.seed, False)}
-            _REFS[both] = {**cpu, **_compute(problem, extra, between)}
-        return _REFS[both]
+        return self.references.of(plan, problem, between)
 
-    def compute_next(self, waiting, cuda: bool, between=lambda: None) -> bool:
+    def compute_next(self, plan: Plan, waiting, between=lambda: None) -> bool:
         """Compute here the expected values of one problem of `waiting`, while the grader has nothing else to do:
         without a helper, the next one; with one, its CUDA part, or else the last problem the helper has not reached
         (it works from the first, so both finish together; the helper is told to skip it). False when none is left."""
         for p in waiting:
-            if (p.id, self.seed, cuda) not in _REFS and self.ready(p):
-                self.get(p, cuda, between)
+            if not self.references.has(p.id, self.seed, plan.cuda) and self.ready(p):
+                self.get(plan, p, between)
                 return True
-        left = [p for p in self.todo if (p.id, self.seed, False) not in _REFS] if self.conn is not None else []
+        left = [p for p in self.todo if not self.references.has(p.id, self.seed)] if self.conn is not None else []
         for p in reversed(left[1:]):  # never the first: the helper may be computing it now
             if p in waiting:
                 try:
                     self.conn.send_bytes(p.id.encode())
                 except OSError:
                     pass
-                expected(p, self.seed, False, between)
+                self.references.part(plan, p, False, between)
                 return True
         return False
 
@@ -135,7 +141,8 @@ class Helper:
 
 
 def _serve(conn, ids: list[str], seed: int) -> None:
-    """The helper process: each problem's expected values as soon as they are computed; None for a failure."""
+    """The helper process: each problem's expected values (its CPU part, drawn here as the grader draws it) as soon as
+    they are computed; None for a failure."""
     import torch
 
     from ..problems import get
@@ -148,7 +155,8 @@ def _serve(conn, ids: list[str], seed: int) -> None:
         if pid in taken:
             continue
         try:
-            refs = expected(get(pid), seed, False)
+            problem = get(pid)
+            refs = _compute(problem, draw(problem, seed))
         except Exception:  # noqa: BLE001 - the grader computes it again itself and reports the failure
             traceback.print_exc()
             conn.send_bytes(pickle.dumps((pid, None)))

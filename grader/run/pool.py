@@ -46,7 +46,7 @@ class Pool:
             self.workers[pid] = Worker.forked(ctx, impl_dir, module, symbol, timeout, limits, hide)
 
     def submit_all(self, batches: dict[str, list[dict]]) -> None:
-        """Each worker's first batch, in this order, sent by a thread: a worker drains its pipe only when the
+        """Each worker's first batch, {problem id: calls} in the order of the run's plan (judge/plan.py's batches), sent by a thread: a worker drains its pipe only when the
         scheduler lets it, and the grader has its own work meanwhile. The calls count as pending at once; a
         failed send shows as the worker's end of file, read by the grader's own thread. Calls marked `window` are
         held back and measured alone once the others are answered (window.Measured.hold). A worker whose pid is known
@@ -71,6 +71,12 @@ class Pool:
 
         self.sender = threading.Thread(target=send_all, name="attnkit-submit", daemon=True)
         self.sender.start()
+
+    def submit_more(self, batches: dict[str, list[dict]]) -> None:
+        """A further batch of calls for each named worker (the CUDA checks' once the workers said they see a GPU), sent
+        after its first."""
+        for pid, calls in batches.items():
+            self.workers[pid].submit(calls)
 
     def wait_hello(self) -> None:
         """Every worker says hello (and whether it sees CUDA) before running any learner code."""

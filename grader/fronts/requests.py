@@ -1,0 +1,353 @@
+"""The command line, resolved once into a typed request per command (`resolve`), checked here: bad input is BadInput,
+one clear line and exit 2 (cli.main). The commands (commands.py, learner.py, watch.py) read these values, never
+argparse's Namespace. Paths the commands echo back are kept as typed (a report quotes them as given)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from ..defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
+from ..run.sandbox import Limits
+from .options import BadInput, default_impl, from_options, json_path, problem_list
+
+
+class Sandbox(Enum):
+    """Where the learner's code runs: REQUIRED, someone else's code (refused without bubblewrap: grade-batch, the
+    Gradescope runner, --untrusted, --report); DEFAULT, as $ATTNKIT_SANDBOX says, else bubblewrap whenever usable."""
+
+    REQUIRED = "required"
+    DEFAULT = "default"
+
+    @property
+    def wanted(self) -> bool | None:
+        """jail.decide's argument: True (required) or None (the default)."""
+        return True if self is Sandbox.REQUIRED else None
+
+
+class DevAction(Enum):
+    SYNC = "sync"
+    CHECK = "check"
+    MUTANTS = "mutants"
+
+
+class GradescopeAction(Enum):
+    BUILD = "build"
+    RUN = "run"
+
+
+@dataclass(frozen=True)
+class GradeRequest:
+    """`attnkit grade`."""
+
+    impl: str | None  # as typed (None: exercises/); the interviewer's report quotes it
+    problems: tuple[str, ...] | None  # ids in track order; None: all
+    seed: int
+    variant: str | None  # the candidate's variant, which set `seed`
+    timeout: float
+    limits: Limits
+    sandbox: Sandbox
+    json: Path | None
+    report: Path | None
+    junit: Path | None
+    plots: str | None  # a folder, made (and matplotlib checked) when the command runs
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class ListRequest:
+    """`attnkit list`."""
+
+    impl: Path
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class HintRequest:
+    """`attnkit hint PROBLEM`."""
+
+    problem: str  # a problem id
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class SolutionRequest:
+    """`attnkit solution PROBLEM`."""
+
+    problem: str
+    impl: Path
+    force: bool
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class ResetRequest:
+    """`attnkit reset PROBLEM`."""
+
+    problem: str
+    impl: Path
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class WatchRequest:
+    """`attnkit watch`."""
+
+    impl: Path
+    poll: float
+    max_regrades: int | None
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """`attnkit grade-batch` (always in the sandbox)."""
+
+    submissions: str
+    out: str
+    workers: int
+    force: bool
+    problems: tuple[str, ...] | None
+    seed: int
+    timeout: float
+    limits: Limits
+    cluster: str | None  # the scheduler's address; None: graded here
+    security: object  # Dask's TLS settings for `cluster`, or None
+    lang: str | None = None
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return Sandbox.REQUIRED
+
+
+@dataclass(frozen=True)
+class ClusterRequest:
+    """`attnkit cluster certs DIR`."""
+
+    directory: str
+    host: str
+    port: int
+    days: int
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class ClassReportRequest:
+    """`attnkit class-report RESULTS_DIR`."""
+
+    results: str
+    out: Path | None
+    json: Path | None
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class SimilarityRequest:
+    """`attnkit similarity PATH`."""
+
+    path: Path
+    threshold: float
+    json: Path | None
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class GradescopeRequest:
+    """`attnkit gradescope build OUT.zip` or `gradescope run` (the runner grades someone else's code)."""
+
+    action: GradescopeAction
+    out: str | None
+    visibility: str | None
+    root: str
+    lang: str | None = None
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return Sandbox.REQUIRED
+
+
+@dataclass(frozen=True)
+class ClassroomRequest:
+    """`attnkit classroom init DIR`."""
+
+    directory: str
+    kit: str
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """`attnkit export DIR`."""
+
+    directory: str
+    problems: tuple[str, ...]  # every problem by default
+    variant: str | None
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class CourseRequest:
+    """`attnkit course init DIR`."""
+
+    directory: str
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class DevRequest:
+    """`attnkit dev sync|check|mutants` (the mutants' options are checked for that action only)."""
+
+    action: DevAction
+    problems: tuple[str, ...] | None
+    json: Path | None
+    sample: int | None
+    seed: int  # of the mutants' sample
+
+
+def sandbox_of(request) -> Sandbox:
+    """How the command's grading is sandboxed (DEFAULT for the commands that grade the learner's own code)."""
+    return getattr(request, "sandbox", Sandbox.DEFAULT)
+
+
+def resolve(args):
+    """The parsed command line as its command's request; BadInput where it cannot be one."""
+    return _RESOLVERS[args.command](args)
+
+
+def _problems(text) -> tuple[str, ...] | None:
+    chosen = problem_list(text)
+    return tuple(chosen) if chosen is not None else None
+
+
+def _impl(text) -> Path:
+    from ..run.submission import impl_dir
+
+    return impl_dir(text if text is not None else default_impl())
+
+
+def _grade(a) -> GradeRequest:
+    seed = a.seed
+    if a.variant is not None:
+        if seed is not None:
+            raise BadInput("--variant NAME sets the seed of the hidden inputs: give --variant or --seed, not both")
+        from ..defaults import variant_seed
+
+        seed = variant_seed(a.variant)
+    sandbox = Sandbox.REQUIRED if a.untrusted or a.report else Sandbox.DEFAULT
+    return GradeRequest(
+        impl=a.impl, problems=_problems(a.problems), seed=seed if seed is not None else DEFAULT_SEED,
+        variant=a.variant, timeout=a.timeout if a.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(a),
+        sandbox=sandbox, json=json_path(a.json) if a.json else None,
+        report=json_path(a.report, "--report") if a.report else None,
+        junit=json_path(a.junit, "--junit") if a.junit else None, plots=a.plots or None, lang=a.lang)
+
+
+def _batch(a) -> BatchRequest:
+    address, security = cluster_connection(a.cluster, a.cluster_certs, a.insecure_local)
+    return BatchRequest(a.submissions, a.out, a.workers, a.force, _problems(a.problems),
+                        a.seed if a.seed is not None else DEFAULT_SEED,
+                        a.timeout if a.timeout is not None else DEFAULT_TIMEOUT, from_options(a), address, security,
+                        a.lang)
+
+
+def cluster_connection(cluster: str | None, certs: str | None, insecure_local: bool) -> tuple[str | None, object]:
+    """grade-batch's --cluster, --cluster-certs and --insecure-local, checked before any work: (the address, Dask's
+    TLS settings or None), or (None, None) for a local batch."""
+    if cluster is None:
+        if certs is not None or insecure_local:
+            flag = "--cluster-certs" if certs is not None else "--insecure-local"
+            raise BadInput(f"{flag} goes with --cluster ADDRESS")
+        return None, None
+    from ..integrations.cluster import connection
+
+    return connection(cluster, certs, insecure_local)
+
+
+def _cluster(a) -> ClusterRequest:
+    if a.port > 65535:
+        raise BadInput(f"--port {a.port}: a port is 1 to 65535")
+    return ClusterRequest(a.directory, a.host, a.port, a.days, a.lang)
+
+
+def _class_report(a) -> ClassReportRequest:
+    if not a.out and not a.json:
+        raise BadInput("class-report: say where to write it: --out REPORT.html and/or --json OUT.json")
+    out = json_path(a.out, "--out") if a.out else None
+    data = json_path(a.json) if a.json else None
+    if out is not None:
+        need_matplotlib()  # for the page's plots
+    return ClassReportRequest(a.results, out, data, a.lang)
+
+
+def _similarity(a) -> SimilarityRequest:
+    try:
+        import copydetect  # noqa: F401
+    except ImportError:
+        raise BadInput('similarity needs copydetect: pip install -e ".[similarity]"') from None
+    return SimilarityRequest(Path(a.path), a.threshold, json_path(a.json) if a.json else None, a.lang)
+
+
+def _gradescope(a) -> GradescopeRequest:
+    action = GradescopeAction(a.action)
+    if action is GradescopeAction.BUILD and not a.out:
+        raise BadInput("gradescope build needs OUT.zip")
+    return GradescopeRequest(action, a.out, a.visibility, a.root, a.lang)
+
+
+def _export(a) -> ExportRequest:
+    from ..problems import ORDER
+
+    return ExportRequest(a.directory, _problems(a.problems) or tuple(ORDER), a.variant, a.lang)
+
+
+def _dev(a) -> DevRequest:
+    action = DevAction(a.action)
+    if action is not DevAction.MUTANTS:
+        return DevRequest(action, None, None, None, a.seed)
+    problems = _problems(a.problems) if a.problems else None
+    out = json_path(a.json) if a.json else None
+    if a.sample is not None and a.sample < 1:
+        raise BadInput(f"--sample must be at least 1, not {a.sample}")
+    return DevRequest(action, problems, out, a.sample, a.seed)
+
+
+def _problem(text: str) -> str:
+    from ..problems import resolve as resolve_problem
+
+    return resolve_problem(text)
+
+
+def _solution(a) -> SolutionRequest:
+    impl = _impl(a.impl)
+    return SolutionRequest(_problem(a.problem), impl, a.force, a.lang)
+
+
+def _reset(a) -> ResetRequest:
+    impl = _impl(a.impl)
+    return ResetRequest(_problem(a.problem), impl, a.lang)
+
+
+def need_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BadInput("plots need matplotlib: pip install -e \".[plots]\"") from None
+
+
+_RESOLVERS = {
+    "grade": _grade,
+    "list": lambda a: ListRequest(_impl(a.impl), a.lang),
+    "hint": lambda a: HintRequest(_problem(a.problem), a.lang),
+    "watch": lambda a: WatchRequest(_impl(a.impl), a.poll, a.max_regrades, a.lang),
+    "solution": _solution,
+    "reset": _reset,
+    "grade-batch": _batch,
+    "cluster": _cluster,
+    "class-report": _class_report,
+    "similarity": _similarity,
+    "gradescope": _gradescope,
+    "classroom": lambda a: ClassroomRequest(a.directory, a.kit, a.lang),
+    "export": _export,
+    "course": lambda a: CourseRequest(a.directory, a.lang),
+    "dev": _dev,
+}

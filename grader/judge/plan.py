@@ -1,0 +1,90 @@
+"""One grading run's plan: the problems, the seed, whether CUDA is graded, and each problem's seeded cases.
+
+A plan is drawn once per run (`Plan.draw`) and handed to everything that works from it: the pool (the calls it
+sends, `batches`), the expected values (judge/expected.py) and the judge. The cases depend only on the problem and
+the seed, never on the submission. Each group of cases draws from its own seeded generator, so the CUDA checks'
+cases are a part of their own (`gpu`), drawn once a worker says it sees a GPU (`with_cuda`, a new plan) and added
+to the CPU part (`cpu`), which is drawn before any worker has started.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from types import MappingProxyType
+from typing import Mapping
+
+from ..draw.groups import build
+from ..draw.scenarios import Case
+from ..model.spec import Problem
+from .checks import CHECKS
+from .registry import grader_groups, with_hooks
+from ..run.hooks import heavy
+
+Cases = Mapping[str, Case]  # {case key: Case}
+
+
+def draw(problem: Problem, seed: int, gpu: bool = False) -> dict[str, Case]:
+    """One part of the problem's seeded cases: the CPU checks' (`gpu` False) or the CUDA checks' (True), {key: Case}.
+    The same seed always gives the same cases."""
+    checks = [CHECKS[c] for c in problem.points if CHECKS[c].needs_cuda == gpu]
+    return with_hooks(problem, build(problem, {name: fn for c in checks for name, fn in c.groups.items()}, seed))
+
+
+def _frozen(parts: dict) -> Mapping[str, Cases]:
+    return MappingProxyType({pid: MappingProxyType(cases) for pid, cases in parts.items()})
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """What one grading run grades, built once: `problems` in track order, the `seed` of their hidden inputs, whether
+    CUDA is graded (`cuda`), and per problem id its CPU cases (`cpu`) and, once CUDA is graded, the CUDA checks'
+    cases (`gpu`; empty before). Compared by identity: it holds tensors."""
+
+    problems: tuple[Problem, ...]
+    seed: int
+    cpu: Mapping[str, Cases]
+    gpu: Mapping[str, Cases] = field(default_factory=lambda: MappingProxyType({}))
+    cuda: bool = False
+
+    @classmethod
+    def draw(cls, problems, seed: int) -> Plan:
+        """The CPU part of every problem's cases: what a run knows before any worker has said whether it sees a GPU."""
+        problems = tuple(problems)
+        return cls(problems, seed, _frozen({p.id: draw(p, seed) for p in problems}))
+
+    def with_cuda(self) -> Plan:
+        """The same plan with the CUDA checks' cases added (a new value; this one is left as it is)."""
+        if self.cuda:
+            return self
+        return replace(self, gpu=_frozen({p.id: draw(p, self.seed, gpu=True) for p in self.problems}), cuda=True)
+
+    @cached_property
+    def _all(self) -> Mapping[str, Cases]:
+        return _frozen({p.id: {**self.cpu[p.id], **self.gpu.get(p.id, {})} for p in self.problems})
+
+    def cases(self, problem) -> Cases:
+        """Every case of the problem (a Problem or its id) that this plan grades: the CPU part, then the CUDA part."""
+        return self._all[getattr(problem, "id", problem)]
+
+    def problem(self, pid: str) -> Problem:
+        return next(p for p in self.problems if p.id == pid)
+
+    def batches(self) -> dict[str, list[dict]]:
+        """Each problem's calls for its worker (the CPU part; none the grader answers itself), the heaviest problem
+        first: a worker that measures its forwards, or has more calls, starts sooner."""
+        heavy_first = sorted(self.problems, key=lambda p: _weight(self.cpu[p.id]), reverse=True)
+        return {p.id: calls(self.cpu[p.id]) for p in heavy_first}
+
+    def gpu_batches(self) -> dict[str, list[dict]]:
+        """The CUDA checks' calls, a second batch per worker (empty while CUDA is not graded)."""
+        return {p.id: calls(self.gpu[p.id]) for p in self.problems if p.id in self.gpu}
+
+
+def calls(cases: Cases) -> list[dict]:
+    """The calls a worker answers: every case but those the grader runs itself (a fresh import, a source reading)."""
+    return [c.call for c in cases.values() if c.builder not in grader_groups()]
+
+
+def _weight(cases: Cases) -> tuple:
+    """A guess at how long a worker runs on its cases: measured forwards are slow, then the number of calls."""
+    return any(heavy(c.call) for c in cases.values()), len(cases)
