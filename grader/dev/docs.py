@@ -149,11 +149,9 @@ def contract_section(number: int, problem: Problem) -> str:
     if problem.requires:
         out += ["Imports its siblings relatively: " + ", ".join(f"`from .{r} import ...`" for r in problem.requires)
                 + ".", ""]
-    errors = options(problem, "parameters").errors if "parameters" in problem.points else ()
-    if errors:
-        out += ["The constructor raises `ValueError` for: "
-                + "; ".join(f"{why} (`{', '.join(f'{k}={v!r}' for k, v in kw.items())}`)"
-                            for kw, why, _ in errors) + ".", ""]
+    for cid in problem.points:  # what each check adds to the contract (a constructor's errors)
+        if loaded()[cid].contract is not None:
+            out += loaded()[cid].contract(problem, options(problem, cid))
     if problem.banned:
         out += ["Banned calls (the grader intercepts them; the problem fails naming the call): "
                 + ", ".join(f"`{b}`" for b in problem.banned) + ".", ""]

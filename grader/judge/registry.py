@@ -7,6 +7,7 @@ spec lists the checks that apply to it, with their points, and their options by 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -46,6 +47,7 @@ class Check:
     expected: Callable | None = None  # (problem, cases, target, refs) -> None: extra reference values, into refs
     options: type | None = None  # a dataclass: the spec's options["<id>"] as keyword arguments, validated at load
     symptoms: tuple[Symptom, ...] = ()  # what its evidence shows, in mistake ids (diagnose/ loops over them)
+    contract: Callable | None = None  # (problem, options) -> lines of the problem's contract section (docs/contract.md)
     enforces: str = ""  # what of the contract its calls enforce in the worker, in words ("a memory bound")
     evidence: Callable | None = None  # (problem, ctx) -> [lines]: what its results show, where no mistake is named
     names: tuple[str, ...] = ()  # symptom ids its judge may give with a failure (Failed.symptom)
@@ -63,9 +65,9 @@ BUILDERS: dict[str, Callable] = {}
 
 
 def loaded() -> dict[str, Check]:
-    """Every registered check, the check units imported first (judge/checks/)."""
-    from . import checks  # noqa: F401 - importing the units registers them
-
+    """Every registered check, the check units loaded first: the package judge/checks/ is found by name, as it finds
+    its own units (and an extension's), so that the registry depends on no unit."""
+    importlib.import_module(f"{__package__}.checks")
     return CHECKS
 
 

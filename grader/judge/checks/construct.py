@@ -74,6 +74,15 @@ def _fmt(params: dict) -> str:
     return "{" + ", ".join(f"{n}: {tuple(s)}" for n, s in sorted(params.items())) + "}" if params else "none"
 
 
+def _contract(problem, options) -> list[str]:
+    """The constructor's errors, for the problem's contract section."""
+    if not options.errors:
+        return []
+    return ["The constructor raises `ValueError` for: "
+            + "; ".join(f"{why} (`{', '.join(f'{k}={v!r}' for k, v in kw.items())}`)" for kw, why, _ in options.errors)
+            + ".", ""]
+
+
 @dataclass(frozen=True)
 class ConstructorErrors:
     """The parameters check's options: (constructor kwargs in signature order, why it must raise ValueError, words
@@ -91,6 +100,6 @@ class CallErrors:
 
 
 register(Check("parameters", "parameter names and shapes, constructor errors", {"ctor": group_ctor}, check_parameters,
-               explained_alone=True, options=ConstructorErrors, needs=lambda p: None if p.is_module else "a module problem (a constructor)"))
+               explained_alone=True, options=ConstructorErrors, contract=_contract, needs=lambda p: None if p.is_module else "a module problem (a constructor)"))
 register(Check("value_errors", "invalid arguments raise ValueError", {"call_error": group_call_errors}, check_value_errors,
                explained_alone=True, options=CallErrors))
