@@ -41,7 +41,7 @@ BYPASS = '''
 import attnkit.run.harness as _harness  # the worker's own copy: the learner's process holds it
 
 
-def _loose(value, n_out, numpy=False, structure=None, names=None):  # the worker's output check, switched off
+def _loose(value, n_out, convert=None, options=None, structure=None, names=None):  # the worker's output check, switched off
     if structure:
         return list(_harness._flatten(value, structure, names or ["output"] * n_out))
     return list(value) if n_out > 1 else [value]

@@ -53,7 +53,7 @@ PROBLEM = Problem(
     ),),
     fit=lambda cfg, variant: {**cfg, "dk": cfg["dq"]},
     inputs=_inputs,
-    amplify=_amplify,
+    options={"stability": {"amplify": _amplify}},
     mistakes=(Mistake("top_left", "causal aligned to the top left", ((CAUSAL, "tril(0)"),)),),
     track="memory",
 )
