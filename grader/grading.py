@@ -28,25 +28,26 @@ from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
 
 
 def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEFAULT_TIMEOUT, limits=None,
-          sandbox: bool | None = None, references: References | None = None) -> Report:
+          sandbox: bool | None = None, references: References | None = None, lang: str | None = None) -> Report:
     """Grade the implementation directory `impl`. `sandbox`: run it inside bubblewrap (True: required,
     False: never, None: $ATTNKIT_SANDBOX, by default whenever usable; jail.decide). `references`: the store of
     expected values to use and fill (judge/expected.py); by default the run's own, so a caller that grades the same
-    problems again in this process passes one to compute them once. Runs torch on one thread meanwhile (small
+    problems again in this process passes one to compute them once. `lang`: the language of the report's texts (None:
+    the ambient one, grader/model/i18n.py). Runs torch on one thread meanwhile (small
     tensors: more threads only cost start-up time) and gives the caller back its own setting (a learner's kernel)."""
     jailed = decide(sandbox)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         return _grade(Path(impl).resolve(), problem_ids, seed, timeout, limits, jailed,
-                      references if references is not None else References())
+                      references if references is not None else References(), lang)
     finally:
         torch.set_num_threads(threads)
 
 
-def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: bool, references) -> Report:
-    chosen = [get(pid) for pid in problem_ids] if problem_ids else all_problems()
-    problems = _with_prerequisites(chosen)  # graded too, so that a failure is blamed on them only when they fail
+def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: bool, references, lang) -> Report:
+    chosen = [get(pid, lang) for pid in problem_ids] if problem_ids else all_problems(lang)
+    problems = _with_prerequisites(chosen, lang)  # graded too, so that a failure is blamed on them only when they fail
     for p in problems:
         validate_checks(p)
     scans = {p.id: _scan(impl, p) for p in problems}  # the sources, read here (never imported) before any of it runs
@@ -105,7 +106,7 @@ def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict) -> dict:
         refs = helper.get(plan, p, pool.poll)
         for collect in answers.get(p.id, ()):
             pool.workers[p.id].results.update(collect())
-        statuses[p.id] = _judge(p, plan, pool.workers[p.id], refs, statuses, scans[p.id])
+        statuses[p.id] = _judge(p, plan, pool.workers[p.id], refs, statuses, scans[p.id], helper.references.variants)
     return statuses
 
 
@@ -118,11 +119,11 @@ def _scan(impl, problem):
         return traceback.format_exc().strip()
 
 
-def _with_prerequisites(chosen) -> list:
+def _with_prerequisites(chosen, lang=None) -> list:
     """The chosen problems and every problem they import, in track order (prerequisites first)."""
     ids = {p.id for p in chosen}
     ids |= {r for p in chosen for r in p.requires}
-    return [p for p in all_problems() if p.id in ids]
+    return [p for p in all_problems(lang) if p.id in ids]
 
 
 def _start_answers(impl, plan: Plan, limits, timeout, jailed, scans) -> dict:
@@ -168,13 +169,13 @@ def _inputs_changed(cases, answers) -> None:
         res.changed = changed
 
 
-def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=()) -> ProblemResult:
+def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=None) -> ProblemResult:
     cases, cuda = plan.cases(problem), plan.cuda
     answers = decode(problem, cases, worker.results)  # typed once, here: run/answer.Answer
     _inputs_changed(cases, answers)
     findings = () if isinstance(findings, str) else findings  # the reading failed: its text (the check says so)
     failing_deps = tuple(r for r in problem.requires if getattr(statuses.get(r), "status", None) in (Status.FAILED, Status.NOT_STARTED))
-    ctx = Context(problem, cases, answers, refs, worker.failure, plan.seed, failing_deps, worker.fault)
+    ctx = Context(problem, cases, answers, refs, worker.failure, plan.seed, failing_deps, worker.fault, memo)
     not_started = _not_started(problem, worker, cases, answers)
     # Once the worker has said hello, the learner's code has run (its module is loaded next, then its calls): from
     # then on, whatever makes a check unjudgeable may be the learner's doing, so it fails the check, never lowering

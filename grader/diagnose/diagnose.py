@@ -16,6 +16,7 @@ Where neither names one, the check says so, with what the results show, rather t
 """
 from __future__ import annotations
 
+import functools
 import types
 import warnings
 
@@ -35,24 +36,25 @@ from ..problems import get
 from ..draw.scenarios import as_reference
 from ..model.spec import Mistake
 
-_CACHE: dict = {}
-_RESULTS: dict = {}
-
-
 def _variant(problem, mistake: Mistake, dependency=None):
     """The reference with `mistake` applied (to the problem itself, or to the dependency it imports)."""
-    key = (problem.id, mistake.id, dependency)
-    if key not in _CACHE:
-        reference(problem)  # registers the reference package, whose siblings the variant imports
-        source = solution_path(problem.id).read_text()
-        module = types.ModuleType(f"attnkit_reference._mistake_{problem.id}_{dependency}_{mistake.id}")
-        module.__package__ = "attnkit_reference"
-        exec(compile(source if dependency else apply(source, mistake), f"<{mistake.id}>", "exec"), module.__dict__)
-        if dependency:  # the module's own code, calling the dependency's mistaken version
-            dep = get(dependency)
-            setattr(module, dep.symbol, getattr(_variant(dep, mistake), dep.symbol))
-        _CACHE[key] = module
-    return _CACHE[key]
+    return _variant_module(problem.id, mistake.id, dependency)
+
+
+@functools.lru_cache(maxsize=None)
+def _variant_module(pid: str, mid: str, dependency: str | None):
+    """The mistaken reference's module, built once per process: a pure function of the reference's source."""
+    problem = get(pid, "en")
+    mistake = next(m for m in get(dependency or pid, "en").mistakes if m.id == mid)
+    reference(problem)  # registers the reference package, whose siblings the variant imports
+    source = solution_path(pid).read_text()
+    module = types.ModuleType(f"attnkit_reference._mistake_{pid}_{dependency}_{mid}")
+    module.__package__ = "attnkit_reference"
+    exec(compile(source if dependency else apply(source, mistake), f"<{mid}>", "exec"), module.__dict__)
+    if dependency:  # the module's own code, calling the dependency's mistaken version
+        dep = get(dependency, "en")
+        setattr(module, dep.symbol, getattr(_variant_module(dependency, mid, None), dep.symbol))
+    return module
 
 
 def candidates(problem, failing_deps=()):
@@ -151,7 +153,7 @@ def diagnose(problem, ctx, failing_checks) -> dict[str, str | None]:
 
 def _reproduce(problem, ctx, failing) -> dict:
     """{check id: (mistake id, exact)} for the checks some catalogued variant reproduces."""
-    cache = _RESULTS.setdefault((problem.id, ctx.seed), {})  # variants are deterministic: reuse across runs
+    cache = ctx.memo.setdefault((problem.id, ctx.seed), {})  # variants are deterministic: reuse across runs
     cases = {cid: _check_cases(ctx, cid) for cid in failing}
     scores = {
         rid: {cid: _explains(ctx, cases[cid], rid, target, cache) for cid in failing}
@@ -205,7 +207,7 @@ def _parameter_mistake(problem, ctx) -> str | None:
     learner = kinds(lambda case: ctx.got[case.key].params)
     if not learner:
         return None
-    cache = _RESULTS.setdefault((problem.id, ctx.seed), {})
+    cache = ctx.memo.setdefault((problem.id, ctx.seed), {})
     matches = []
     for rid, _, target in candidates(problem):
         def variant_params(case, rid=rid, target=target):

@@ -78,7 +78,8 @@ def _grade_here(request: GradeRequest, impl):
     from ..run.jail import decide
 
     report = grade(impl, list(request.problems) if request.problems else None, seed=request.seed,
-                   timeout=request.timeout, limits=request.limits, sandbox=decide(request.sandbox.wanted))
+                   timeout=request.timeout, limits=request.limits, sandbox=decide(request.sandbox.wanted),
+                   lang=request.lang)
     return report
 
 

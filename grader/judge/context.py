@@ -130,12 +130,13 @@ def returns_arrays(problem) -> bool:
 class Context:
     """What a judge sees: the spec, its cases, the learner's results and the reference's."""
 
-    def __init__(self, problem, cases, got, ref, failure=None, seed=None, failing_deps=(), fault=False):
+    def __init__(self, problem, cases, got, ref, failure=None, seed=None, failing_deps=(), fault=False, memo=None):
         self.problem, self.cases, self.ref, self.failure = problem, cases, references(ref), failure
         self.got = decode(problem, cases, got)  # what the learner returned, allowed dtypes only: the judges read this
         self.fault = fault  # the failure is the grader's (its worker never started), never the learner's
         self.seed = seed
         self.failing_deps = failing_deps  # imported problems that fail their own checks: their mistakes may explain ours
+        self.memo = {} if memo is None else memo  # what diagnosis may reuse across runs (judge/expected.References)
 
     def of(self, group: str):
         return [c for c in self.cases.values() if c.group == group]

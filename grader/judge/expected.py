@@ -27,6 +27,7 @@ class References:
 
     def __init__(self):
         self._values: dict[tuple[str, int, bool], dict] = {}
+        self.variants: dict = {}  # the catalogued mistakes' answers on these calls (diagnose/), reused like the values
 
     def has(self, pid: str, seed: int, gpu: bool = False) -> bool:
         return (pid, seed, gpu) in self._values
