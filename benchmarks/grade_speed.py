@@ -5,7 +5,11 @@ compared, so the ratio holds on any machine. Where bubblewrap works, grading ins
 measured too, and reported against grading without it ($ATTNKIT_SANDBOX=off). Targets: at most 1.5x with the first four problems
 (issue 2), at most 2x with all eight (issue 6), and still at most 2x with all thirteen (issue 14).
 
-    python benchmarks/grade_speed.py [--repeat 7] [--impl solutions]
+    python benchmarks/grade_speed.py [--repeat 7] [--impl solutions] [--against REV]
+
+--against REV also grades with the kit as it was at git revision REV (checked out into a temporary worktree and
+imported from there), interleaved with the rest, and reports each grading command's ratio to REV's: a change
+must not make grading slower.
 """
 from __future__ import annotations
 
@@ -21,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def timed(cmd: list[str], cwd: Path, sandbox: str | None) -> float:
-    env = {**os.environ, "ATTNKIT_SANDBOX": sandbox} if sandbox else None
+def timed(cmd: list[str], cwd: Path, sandbox: str | None, path: str | None = None) -> float:
+    env = {**os.environ, **({"ATTNKIT_SANDBOX": sandbox} if sandbox else {}), **({"PYTHONPATH": path} if path else {})}
     start = time.perf_counter()
     subprocess.run(cmd, cwd=cwd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     return time.perf_counter() - start
@@ -32,6 +36,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--impl", default="solutions")
+    ap.add_argument("--against", metavar="REV", help="also time the kit at this git revision, and compare")
     args = ap.parse_args(argv)
     py = sys.executable
     sys.path.insert(0, str(ROOT))
@@ -40,7 +45,8 @@ def main(argv=None) -> int:
     bwrap = unusable() is None
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "test_empty.py").write_text("def test_nothing():\n    pass\n")
-        grade = [py, "-m", "attnkit.fronts.cli", "grade", "--impl", args.impl]
+        impl = str((ROOT / args.impl).resolve())
+        grade = [py, "-m", "attnkit.fronts.cli", "grade", "--impl", impl]
         commands = {
             "import torch": ([py, "-c", "import torch"], None),
             "pytest --version": ([py, "-m", "pytest", "--version"], None),
@@ -51,10 +57,19 @@ def main(argv=None) -> int:
         if bwrap:
             commands["grade in bwrap"] = (grade, "bwrap")
             commands["pytest in bwrap"] = ([py, "-m", "pytest", "-q", "--attnkit-impl", args.impl], "bwrap")
+        old = _checkout(args.against, Path(tmp)) if args.against else None
+        if old:  # the same commands with the kit imported from REV's checkout
+            for name in [n for n in commands if "grade" in n]:
+                commands[f"{name} @{args.against}"] = commands[name]
         times = {name: [] for name in commands}
-        for _ in range(args.repeat):
-            for name, (cmd, sandbox) in commands.items():
-                times[name].append(timed(cmd, ROOT, sandbox))
+        try:
+            for _ in range(args.repeat):
+                for name, (cmd, sandbox) in commands.items():
+                    times[name].append(timed(cmd, ROOT, sandbox, old if "@" in name else None))
+        finally:
+            if old:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(Path(tmp) / "rev")],
+                               check=False, capture_output=True)
     med = {name: statistics.median(t) for name, t in times.items()}
     floor = med["import torch"] + med["pytest --version"]
     for name, t in med.items():
@@ -63,11 +78,23 @@ def main(argv=None) -> int:
     for name in ("attnkit grade", "pytest --impl", "grade in bwrap", "pytest in bwrap"):
         if name in med:
             print(f"ratio {name:<15} {med[name] / floor:5.2f}x the floor (target <= 2x)")
+    for name in [n for n in med if "@" in n]:
+        now = name.split(" @")[0]
+        print(f"{now:<18} {med[now] / med[name]:5.2f}x its time at {args.against} (at most 1.00x: no slower)")
     if bwrap:
         print(f"bubblewrap costs {med['grade in bwrap'] / med['attnkit grade']:5.2f}x the grading without it")
     else:
         print(f"bubblewrap not measured: {unusable()}")
     return 0
+
+
+def _checkout(rev: str, tmp: Path) -> str:
+    """REV checked out into tmp/rev, importable as `attnkit` from tmp/path: the PYTHONPATH to grade with it."""
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tmp / "rev"), rev], check=True,
+                   capture_output=True)
+    (tmp / "path").mkdir()
+    (tmp / "path" / "attnkit").symlink_to(tmp / "rev" / "grader")
+    return str(tmp / "path")
 
 
 if __name__ == "__main__":
