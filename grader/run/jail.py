@@ -89,7 +89,7 @@ def decide(sandbox: bool | None) -> bool:
 @functools.lru_cache(maxsize=1)
 def _notice(why: str) -> None:
     sys.__stderr__.write(f"attnkit: note: grading without the OS sandbox ({why}); fine for your own code, "
-                         f"not for others' (see README, Untrusted submissions)\n")
+                         f"not for others' (see docs/security.md)\n")
 
 
 def command(scratch: str, hide: tuple[str, ...] = ()) -> list[str]:
