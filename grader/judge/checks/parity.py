@@ -12,7 +12,8 @@ from ..context import compare_all, valid_mask
 from ..registry import Check, options, register
 from ...draw.scenarios import as_reference
 from .outputs import PartialBlocks, group_base, group_float32
-from .parity_symptoms import SYMPTOMS, evidence
+from .parity_evidence import evidence
+from .parity_symptoms import SYMPTOMS
 
 
 def check_parity(group: str, dtype: str):

@@ -187,56 +187,6 @@ def _float32_rounding_only(ctx) -> bool:
     return worst > 1
 
 
-def _heads_moved(w, e) -> str | None:
-    """Per-head weights (B, H, Tq, Tk) that are the reference's heads in another order."""
-    if w.dim() != 4 or w.shape[1] < 2 or usage(w, e, tolerance("float64")) <= 1:
-        return None
-    H = w.shape[1]
-    order = []
-    for n in range(H):
-        match = [m for m in range(H) if usage(w[:, n], e[:, m], tolerance("float64")) <= 1]
-        if not match:
-            return None
-        order.append(match[0])
-    return f"your head n holds the expected head {order}[n]: the heads come out in another order (check how the " \
-           "projections are split into heads: view(B, T, H, d), not view(B, T, d, H))"
-
-
-def evidence(problem, ctx) -> list[str]:
-    """What the results show, in words, for the learner to start from when no mistake is named."""
-    lines = []
-    bad, good = _kinds(ctx)
-    words = rule(problem).words
-    if bad and good and all(k in words for k in bad | good):
-        lines.append(f"only calls with {', '.join(words[k] for k in sorted(bad))} go wrong; calls with "
-                     f"{', '.join(words[k] for k in sorted(good))} are right")
-    if _float32_rounding_only(ctx):
-        lines.append("the float64 results are off by float32 rounding only: a float32 constant, tensor or cast "
-                     "inside a float64 computation (torch.tensor(x) without dtype=, .float(), "
-                     "torch.finfo(torch.float32))")
-    for case in ctx.of("base"):
-        res = _ok(ctx, case)
-        ref = ctx.ref.get(case.key)
-        at = problem.weights_index
-        if res is None or ref is None or at is None:
-            continue
-        w, e = res.outputs[at], ref.outputs[at]
-        if w.shape != e.shape:
-            swapped = w.shape[:-2] + w.shape[-2:][::-1] == e.shape
-            lines.append(f"the weights come back as {tuple(w.shape)} where {tuple(e.shape)} is expected"
-                         + (": the last two axes (Tq, Tk) are swapped" if swapped else ""))
-            break
-        mask = valid_mask(problem, case).expand(e.shape)
-        moved = _heads_moved(w.to(torch.float64), e.to(torch.float64))
-        if moved:
-            lines.append(moved)
-            break
-        if ((w.to(torch.float64) != 0) & ~mask).any():
-            lines.append("masked keys receive weight: the mask is not applied, or applied to the wrong positions")
-            break
-    return lines
-
-
 def _empty(problem, ctx, failing):
     rows = _empty_rows(problem, ctx)
     return {"nan": ("nan_rows",), "uniform": ("uniform_rows",)}.get(rows)
