@@ -63,3 +63,39 @@ def test_a_bad_option_fails_when_the_spec_loads(change, words):
     with pytest.raises(SpecError, match="options") as err:
         validate_checks(broken)
     assert words in str(err.value)
+
+
+def test_the_masking_option_drops_the_key_order_calls_alone():
+    """A problem whose keys' order matters (local attention) keeps the masking check without its permuted calls."""
+    from attnkit.judge.registry import draw
+
+    sdpa = get("scaled_dot_product_attention")
+    kept = {c.key.rsplit("/", 1)[1] for c in draw(sdpa, ["mask"], 0).values()}
+    ordered = dataclasses.replace(sdpa, options={**(sdpa.options or {}), "masking": {"permuted": False}})
+    validate_checks(ordered)
+    dropped = {c.key.rsplit("/", 1)[1] for c in draw(ordered, ["mask"], 0).values()}
+    assert "permuted" in kept and dropped == kept - {"permuted"}
+
+
+def test_a_mask_rule_sees_the_whole_call():
+    """A rule whose allowed keys depend on the inputs (a window around a computed position) gets the call."""
+    from attnkit.judge.context import valid_mask
+    from attnkit.judge.registry import draw
+    from attnkit.masks import RULES
+
+    problem = get("masked_softmax")
+    case = next(c for c in draw(problem, ["base"], 0).values() if c.lens == "query")
+    seen = []
+    rule = RULES[problem.mask_role]
+    original = type(rule).allowed
+
+    def spy(self, problem, cfg, arg, call=None):
+        seen.append(call)
+        return original(self, problem, cfg, arg, call)
+
+    type(rule).allowed = spy
+    try:
+        valid_mask(problem, case)
+    finally:
+        type(rule).allowed = original
+    assert seen == [case.call]

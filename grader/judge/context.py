@@ -182,7 +182,7 @@ def valid_mask(problem, case) -> torch.Tensor:
     shape = score_shape(problem, case.cfg)
     args, at = case.call["args"], problem.mask_index
     arg = None if at is None else args[at] if at < len(args) else problem.call_defaults.get(problem.arg_names[at])
-    return rule(problem).allowed(problem, case.cfg, arg).expand(shape)
+    return rule(problem).allowed(problem, case.cfg, arg, case.call).expand(shape)
 
 
 STAGE_HINTS = (  # (first stage: the weights; then the other outputs)

@@ -6,7 +6,7 @@ message names a form, how to turn key-padding lengths into the argument (where i
 argument, and which catalogued mistakes a failure on its forms alone shows. The engines (draw, judge, diagnose,
 the public checks) ask the problem's rule and name none.
 
-    allowed(problem, cfg, arg): bool (..., Tq, Tk) broadcastable to the scores; True = the query may attend the key
+    allowed(problem, cfg, arg, call): bool (..., Tq, Tk) broadcastable to the scores; True = the query may attend the key
 """
 from __future__ import annotations
 
@@ -43,8 +43,9 @@ class MaskRule:
         """The argument of form `kind`; with low=0 some query may have no allowed key, where the form allows."""
         return None
 
-    def allowed(self, problem, cfg: dict, arg):
-        """Which keys each query may attend, broadcastable to the scores (..., Tq, Tk); arg None: every key."""
+    def allowed(self, problem, cfg: dict, arg, call=None):
+        """Which keys each query may attend, broadcastable to the scores (..., Tq, Tk); arg None: every key. `call`:
+        the whole call (its "args", and a module's "state"), for a rule whose allowed keys depend on the inputs too."""
         import torch
 
         return torch.ones(score_shape(problem, cfg), dtype=torch.bool)

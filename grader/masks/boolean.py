@@ -50,8 +50,8 @@ class BooleanMask(MaskRule):
             mask.view(-1, shape[-1])[-1] = False
         return mask
 
-    def allowed(self, problem, cfg, arg):
-        return super().allowed(problem, cfg, arg) if arg is None else arg
+    def allowed(self, problem, cfg, arg, call=None):
+        return super().allowed(problem, cfg, arg, call) if arg is None else arg
 
     def from_lengths(self, problem, cfg, lens, spell_out=False):
         mask = lens_to_mask(problem, cfg, lens)

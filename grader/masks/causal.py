@@ -22,10 +22,10 @@ class Causal(MaskRule):
     def make(self, problem, kind, cfg, gen, low=0):
         return kind == "causal"
 
-    def allowed(self, problem, cfg, arg):
+    def allowed(self, problem, cfg, arg, call=None):
         shape = score_shape(problem, cfg)
         if not arg:
-            return super().allowed(problem, cfg, arg)
+            return super().allowed(problem, cfg, arg, call)
         return causal_mask(shape[-2], shape[-1])
 
     def example(self, problem, cfg):

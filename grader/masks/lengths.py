@@ -17,8 +17,8 @@ class Lengths(MaskRule):
     def make(self, problem, kind, cfg, gen, low=0):
         return make_lens(kind, cfg, gen, low)
 
-    def allowed(self, problem, cfg, arg):
-        return super().allowed(problem, cfg, arg) if arg is None else lens_to_mask(problem, cfg, arg)
+    def allowed(self, problem, cfg, arg, call=None):
+        return super().allowed(problem, cfg, arg, call) if arg is None else lens_to_mask(problem, cfg, arg)
 
     def from_lengths(self, problem, cfg, lens, spell_out=False):
         return lens

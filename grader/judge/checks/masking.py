@@ -1,13 +1,23 @@
 """Check masking: masked keys are ignored, valid key order does not matter, a broadcast mask equals its expansion."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..compare import mismatch, tolerance
-from ..registry import Check, register
+from ..registry import Check, options, register
 from ...masks import rule
 from ...draw.groups import case_key, each_case
 from ...draw.scenarios import Case, base_call, make_lens, spread
+
+
+@dataclass(frozen=True)
+class MaskingOptions:
+    """The masking check's options: `permuted` False where the keys' order matters (attention over positions, such
+    as a local window), so that permuting valid key/value pairs is not asked to permute the weights."""
+
+    permuted: bool = True
 
 
 def group_masking(problem, seed):
@@ -47,6 +57,8 @@ def group_masking(problem, seed):
             "per_query": dict(orig, args=orig["args"][:at] + [per_query] + orig["args"][at + 1:]),
             "permuted": dict(orig, args=permuted),
         }
+        if not options(problem, "masking").permuted:
+            del variants["permuted"]
         for name, call in variants.items():
             cases.append(Case(case_key("mask", vi, ci, name), "mask", variant, cfg, call, lens="batch", meta={"perm": perm}))
     return cases
@@ -63,12 +75,13 @@ def check_masking(ctx):
             ("loud", orig, "changing keys/values (or scores) at masked positions changed the result: masked positions leak in"),
             ("per_query", orig, f"{_per_query_words(ctx.problem)} gave different results"),
         ]
-        perm = parts["permuted"].meta["perm"]
-        at_w = ctx.problem.weights_index
-        w = orig[at_w]
-        permuted_w = torch.gather(w, -1, spread(perm, w.dim() - 1).expand_as(w))
-        rules.append(("permuted", orig[:at_w] + [permuted_w] + orig[at_w + 1:],
-                      "permuting valid key/value pairs together must permute the weights the same way and leave the output unchanged"))
+        if "permuted" in parts:  # key order does not matter
+            perm = parts["permuted"].meta["perm"]
+            at_w = ctx.problem.weights_index
+            w = orig[at_w]
+            permuted_w = torch.gather(w, -1, spread(perm, w.dim() - 1).expand_as(w))
+            rules.append(("permuted", orig[:at_w] + [permuted_w] + orig[at_w + 1:], "permuting valid key/value pairs "
+                          "together must permute the weights the same way and leave the output unchanged"))
         for name, expected, why in rules:
             got = ctx.outputs(parts[name])
             for out_name, g, e in zip(ctx.problem.outputs, got, expected):
@@ -90,4 +103,5 @@ def _needs(p):
 
 
 register(Check("masking", "masked keys ignored; key order; broadcast = expanded", {"mask": group_masking}, check_masking,
+               options=MaskingOptions,
                needs=_needs))

@@ -16,7 +16,7 @@ class Window(MaskRule):
     def make(self, problem, kind, cfg, gen, low=0):
         return None if kind == "none" else int(kind[1:])
 
-    def allowed(self, problem, cfg, arg):
+    def allowed(self, problem, cfg, arg, call=None):
         shape = score_shape(problem, cfg)
         if arg is None:
             return torch.ones(shape, dtype=torch.bool)
