@@ -58,8 +58,10 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
                                       jailed)
             try:
                 plan = Plan.draw(problems, seed)  # the run's one plan: its CUDA part is added once a worker sees a GPU
-            finally:
-                pool = starting.result()  # a failed start raises here, after the planning
+            except BaseException:
+                _close_started(starting)  # the planning failed: the pool that started meanwhile is closed, not left
+                raise
+            pool = starting.result()  # a failed start raises here, after the planning
         try:
             pool.submit_all(plan.batches())
             pool.wait_hello()
@@ -80,6 +82,14 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
         devices={"cpu": True, "cuda": plan.cuda}, problems=results, sandbox="bubblewrap" if jailed else "process",
         memory="cgroup" if reason() is None else "worker",
     )
+
+
+def _close_started(starting) -> None:
+    """Close the pool a starter thread made, if it made one (its own failure is the lesser news)."""
+    try:
+        starting.result().close()
+    except Exception:  # noqa: BLE001 - the planning's error is the one raised
+        pass
 
 
 def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict) -> dict:

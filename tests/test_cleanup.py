@@ -150,3 +150,33 @@ def test_temporary_files_of_the_learner_and_of_torch_are_removed(tmp_path, sandb
         assert new == [], f"left in /tmp: {new}"
     finally:
         os.rmdir(on_path)
+
+
+def test_a_failed_plan_closes_the_pool_that_started_meanwhile(tmp_path, monkeypatch):
+    """The workers start while the calls are planned: a planning that fails (a grader bug, injected here) must not
+    leave them running in a process that lives on (the pytest plugin, watch, a batch), nor their memory cgroups."""
+    import attnkit.grading as grading
+    from attnkit.run import cgroup
+
+    started = []
+
+    class Recorded(grading.Pool):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    def broken(problems, seed):
+        import time
+
+        time.sleep(1.0)  # the workers are up by now
+        raise RuntimeError("a planning bug")
+
+    monkeypatch.setattr(grading, "Pool", Recorded)
+    monkeypatch.setattr(grading.Plan, "draw", staticmethod(broken))
+    with pytest.raises(RuntimeError, match="a planning bug"):
+        grading.grade(SOLUTIONS, ["masked_softmax"], sandbox=False)
+    assert started, "the pool did not start"
+    assert not [w for pool in started for w in pool.workers.values() if w.proc is not None and w.proc.is_alive()]
+    layout = cgroup._layout() if cgroup.reason() is None else None
+    if layout is not None:
+        assert all(not os.path.isdir(f"{layout.root}/{d}") for d in os.listdir(layout.root))
