@@ -24,6 +24,7 @@ class Answer:
     runs: list = field(default_factory=list)
     grads: dict | None = None  # "input:<i>" / "param:<name>" -> tensor or None
     params: dict | None = None  # a module's parameter names -> shapes
+    state: list | None = None  # the names its state_dict holds (a construct call)
     devices: list = field(default_factory=list)
     changed: list = field(default_factory=list)  # arguments the call changed (decided by the grader, grading.py)
     inputs: list | None = None  # the inputs as the worker holds them after the call (compared by the grader)
@@ -41,7 +42,8 @@ class Answer:
     def has_outputs(self) -> bool:
         return self.ok and bool(self.runs)
 
-    KNOWN = ("ok", "outputs", "grads", "params", "devices", "changed", "inputs", "error", "rejected", "grader_error")
+    KNOWN = ("ok", "outputs", "grads", "params", "state", "devices", "changed", "inputs", "error", "rejected",
+             "grader_error")
 
     @classmethod
     def of(cls, res) -> Answer | None:
@@ -51,7 +53,7 @@ class Answer:
         error = res.get("error")
         return cls(
             ok=res.get("ok") is True, runs=list(res.get("outputs") or []), grads=res.get("grads"),
-            params=res.get("params"), devices=list(res.get("devices") or []), changed=list(res.get("changed") or []),
+            params=res.get("params"), state=res.get("state"), devices=list(res.get("devices") or []), changed=list(res.get("changed") or []),
             inputs=res.get("inputs"), rejected=res.get("rejected"), grader_error=res.get("grader_error") is True,
             error=None if error is None else Raised(error.get("type", ""), error.get("text", ""),
                                                     error.get("message", ""), bool(error.get("value_error"))),

@@ -24,6 +24,10 @@ import torch
 from .hooks import Hook, active
 
 
+MAX_STATE = 200
+"""How many state_dict names a construct call reports."""
+
+
 class CallError(Exception):
     """The implementation's output is not what the contract allows (wrong type, arity or shape)."""
 
@@ -48,7 +52,8 @@ def execute(call: dict, target) -> dict:
     if call.get("ctor") is not None:
         fn = target(*call["ctor"]["args"], **call["ctor"]["kwargs"])
         result["params"] = {n: list(p.shape) for n, p in fn.named_parameters()}
-        if call.get("construct"):
+        if call.get("construct"):  # what its state_dict holds too: buffers must be non-persistent
+            result["state"] = list(fn.state_dict())[:MAX_STATE]
             return result
         fn.to(device=device, dtype=getattr(torch, call["dtype"]))
         load_state(fn, call.get("state") or {})

@@ -142,6 +142,8 @@ def result(res) -> dict:
             out[key] = _list(value, lambda run: _list(run, _tensor))
         elif key == "params":
             out[key] = {_str(n): _list(s, _int) for n, s in _dict(value).items()}
+        elif key == "state":  # the module's state_dict names (learner text)
+            out[key] = _list(value, _str)[:200]
         elif key == "devices":
             out[key] = _list(value, _str)
         elif key == "changed":

@@ -50,6 +50,12 @@ def check_parameters(ctx):
             lines += [f"missing: {', '.join(missing)}"] * bool(missing) + [f"unexpected: {', '.join(extra)}"] * bool(extra)
             lines += [f"{n}: shape {tuple(got[n])}, expected {tuple(expected[n])}" for n in wrong]
             raise Failed("\n".join(lines))
+        extra = [n for n in (ctx.result(case).state or []) if n not in got]
+        if extra:
+            raise Failed(f"{ctor_text(p, case.call['ctor'])}.state_dict() holds {', '.join(extra[:5])} besides its "
+                         "parameters: the contract's state_dict is exactly the parameters, so a buffer (a causal mask, "
+                         "cached cos/sin tables) is registered with register_buffer(name, tensor, persistent=False)",
+                         symptom="persistent_buffer")
     check_value_errors(ctx)
 
 
@@ -100,6 +106,7 @@ class CallErrors:
 
 
 register(Check("parameters", "parameter names and shapes, constructor errors", {"ctor": group_ctor}, check_parameters,
-               explained_alone=True, options=ConstructorErrors, contract=_contract, needs=lambda p: None if p.is_module else "a module problem (a constructor)"))
+               explained_alone=True, options=ConstructorErrors, contract=_contract, names=("persistent_buffer",),
+               needs=lambda p: None if p.is_module else "a module problem (a constructor)"))
 register(Check("value_errors", "invalid arguments raise ValueError", {"call_error": group_call_errors}, check_value_errors,
                explained_alone=True, options=CallErrors))

@@ -11,14 +11,25 @@ from ...draw.scenarios import Case, base_call, make_mask
 
 
 def group_grad(problem, seed):
-    """Gradients on configs 0 and 3, with every query seeing at least one key."""
-    return [
+    """Gradients on configs 0 and 3, with every query seeing at least one key; then, where the masking argument can
+    leave a row with no allowed key, config 0 with such a row (its gradients must be finite: the row contributes 0)."""
+    cases = [
         Case(case_key("grad", vi, ci, kind), "grad", variant, cfg,
              base_call(problem, cfg, variant, gen("grad"), make_mask(problem, kind, cfg, gen("glens", kind), low=1),
                        grad=True), lens=kind)
         for vi, variant, ci, cfg, gen in each_case(problem, seed) if ci in (0, 3)
         for kind in dict.fromkeys(form(problem, k) for k in ("batch", "query"))
     ]
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        kind = form(problem, "query")
+        if ci != 0 or kind == "none":
+            continue
+        call = base_call(problem, cfg, variant, gen("grad", "empty"), make_mask(problem, kind, cfg, gen("gempty", kind)),
+                         grad=True)
+        case = Case(case_key("grad", vi, ci, kind, "empty"), "grad", variant, cfg, call, lens=kind, tags=frozenset({"empty"}))
+        if not valid_mask(problem, case).any(-1).all():  # a row with no allowed key was drawn
+            cases.append(case)
+    return cases
 
 
 def check_gradients(ctx):
@@ -32,6 +43,12 @@ def check_gradients(ctx):
             label = f"gradient of {names[int(key[6:])]}" if key.startswith("input:") else f"gradient of {key[6:]}"
             if got is None:
                 ctx.fail(case, f"{label}: no gradient reaches it (detached, or the parameter is never used)")
+            if "empty" in case.tags and not torch.isfinite(got).all() and torch.isfinite(expected).all():
+                ctx.fail(case, f"{label} has NaN or inf where a row has no allowed key: such a row contributes 0 to every "
+                         "gradient. A -inf fill makes its softmax 0/0, whose backward is NaN even when the forward is "
+                         "cleaned (nan_to_num, where): in training that NaN reaches every parameter upstream. Fill "
+                         "masked scores with a finite very negative number (torch.finfo(dtype).min) and multiply the "
+                         "weights by the mask", symptom="nan_grad_empty_row")
             problem = mismatch(label, got, expected, tol)
             if problem:
                 masked = (key.startswith("input:") and int(key[6:]) in ctx.problem.arg_index("key", "value")
@@ -51,4 +68,5 @@ def _at_masked_key(ctx, case, got, expected) -> bool:
 
 
 register(Check("gradients", "gradients of inputs and parameters", {"grad": group_grad}, check_gradients,
+               names=("nan_grad_empty_row",),
                needs=lambda p: None if not returns_arrays(p) else "a torch problem"))

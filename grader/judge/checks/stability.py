@@ -7,7 +7,7 @@ from typing import Callable
 import torch
 
 from ..compare import STABILITY
-from ..context import compare_all, returns_arrays
+from ..context import compare_all, returns_arrays, valid_mask
 from ..registry import Check, options, register
 from ...draw.groups import case_key, each_case, form, negative_cases
 from ...draw.scenarios import Case, base_call, cast, make_mask
@@ -44,8 +44,18 @@ def check_stability(ctx):
             if not torch.isfinite(g).all():
                 ctx.fail(case, f"{name} has NaN or inf with scores of magnitude ~1e4: subtract the row maximum before exp "
                          f"({'e - e.max()' if returns_arrays(ctx.problem) else 'torch.softmax does this for you'})")
+        at = ctx.problem.weights_index
+        if at is not None:  # masked keys get exactly 0, whatever the scores: a finite fill such as -1e4 leaks here
+            mask = valid_mask(ctx.problem, case).expand(got[at].shape)
+            leaked = (got[at] != 0) & ~mask
+            if leaked.any():
+                where = tuple(leaked.nonzero()[0].tolist())
+                ctx.fail(case, f"weights{list(where)} = {got[at][where].item():.6g} at a masked key, with valid scores "
+                         "near -1e4: masked keys must get exactly 0 (a fill constant such as -1e4 is no longer far "
+                         "below the valid scores here; fill with torch.finfo(dtype).min, or multiply the weights by "
+                         "the mask)", symptom="fill_too_small")
         compare_all(ctx, case, got, ctx.expected(case), STABILITY)
 
 
 register(Check("stability", "finite and right for scores ~1e4 in float32", {"stable": group_stability}, check_stability,
-               options=Amplify))
+               options=Amplify, names=("fill_too_small",)))
