@@ -95,7 +95,8 @@ BOOLEAN_MASK_MISTAKES = (  # problems 6 and 7 share these lines of their referen
             ((FILL, "filled = scores.masked_fill(~mask, 0.0)"),),
             explain="A masked score of 0 is not small: where the allowed scores lie below 0 (say -50), the masked keys "
                     "take almost all the weight before the mask zeroes it, and the row no longer sums to 1.",
-            hint="Fill with torch.finfo(scores.dtype).min (or -inf, then zero the rows with no allowed key)."),
+            hint="Fill with torch.finfo(scores.dtype).min, then multiply the weights by the mask (a -inf fill gives NaN "
+                 "gradients on a row with no allowed key)."),
     Mistake("float32_inside", "a float32 step inside a float64 computation",
             ((FILL, "filled = scores.float().masked_fill(~mask, torch.finfo(torch.float32).min).to(scores.dtype)"),),
             explain="Somewhere the scores pass through float32 (a .float(), a float32 constant or tensor, "
