@@ -191,6 +191,19 @@ STAGE_HINTS = (  # (first stage: the weights; then the other outputs)
 )
 
 
+def _stage_hint(weights, expected) -> str:
+    """Where the weights passed their tolerance: whether they also agree at float64 rounding (then the output's
+    stage is the first to depart), or only within the tolerance (then the departure may start in them)."""
+    g, e = weights.to(torch.float64), expected.to(torch.float64)
+    if g.shape == e.shape and torch.isfinite(g).all():
+        diff = (g - e).abs().max().item() if g.numel() else 0.0
+        if diff > 1e-12 * max(1.0, e.abs().max().item()):
+            return (f"The weights are within the tolerance but not exact (they differ by up to {diff:.3g}), and the "
+                    "output is not: the departure may start in the weights (the scores, the scale, a float32 step) "
+                    "and grow in what they multiply.")
+    return STAGE_HINTS[1]
+
+
 def compare_all(ctx, case, got, expected, tol):
     """Fail on the first stage that diverges: the weights (scores, mask, softmax), where the problem returns
     them, before the other outputs, in order."""
@@ -200,7 +213,8 @@ def compare_all(ctx, case, got, expected, tol):
         bad = mismatch(names[i], got[i], expected[i], tol)
         if bad:
             shape = error_shape(ctx.problem, case, got[i], expected[i], tol) if i == w else ""
-            hint = f"\n{STAGE_HINTS[i != w]}" if w is not None and len(names) > 1 else ""
+            hint = f"\n{_stage_hint(got[w], expected[w]) if i != w else STAGE_HINTS[0]}" \
+                if w is not None and len(names) > 1 else ""
             ctx.fail(case, bad + hint + shape)
 
 

@@ -95,7 +95,8 @@ def check_weight_sums(ctx):
         off = (sums - 1).abs() * mask.any(-1)
         if (off > 10 * tol.atol).any():
             at = argmax_index(off)
-            ctx.fail(case, f"weights{list(at)} sum to {sums[at].item():.6g}; a row with a valid key must sum to 1")
+            ctx.fail(case, f"weights{list(at)} sum to {float(sums[at])!r} (off by {float(off[at]):.3g}); a row with a valid "
+                     "key must sum to 1")
 
 
 def check_side_effects(ctx):
