@@ -233,7 +233,7 @@ def _trouble(worker, not_started: bool, checks) -> str | None:
 
 def _name_mistakes(problem, ctx, failing) -> None:
     from .diagnose.diagnose import describe, diagnose
-    from .diagnose.symptoms import evidence  # noqa: F401 - each check's own (judge/registry.Check.evidence)
+    from .diagnose.symptoms import evidence  # each check's own (judge/registry.Check.evidence), joined
 
     try:
         named = diagnose(problem, ctx, failing)

@@ -44,7 +44,8 @@ def decode(problem, cases, results: dict) -> dict:
     as torch prints them, never the learner's text). Whatever the worker claims is checked here, on the grader's
     side: the worker is the learner's process, and its own checks (run/harness.py) can be bypassed. Each result
     comes out typed (run/answer.Answer); an Answer given again is returned as it is."""
-    return {key: _decode(problem, cases.get(key), res) for key, res in results.items()}
+    numpy = returns_arrays(problem)  # once per decode, not once per result
+    return {key: _decode(problem, cases.get(key), res, numpy) for key, res in results.items()}
 
 
 def references(ref: dict) -> dict:
@@ -52,10 +53,10 @@ def references(ref: dict) -> dict:
     return {key: Answer.of({"ok": True, **res}) if isinstance(res, dict) else res for key, res in ref.items()}
 
 
-def _decode(problem, case, res):
+def _decode(problem, case, res, numpy: bool):
     if not isinstance(res, dict) or res.get("ok") is not True or case is None:
         return Answer.of(res) if isinstance(res, (dict, Answer)) else None
-    why = _refused(problem, case, res)
+    why = _refused(problem, case, res, numpy)
     if why is None:
         return Answer.of(res)
     if case.must_raise:  # judged by outcome alone: it was accepted, whatever came back
@@ -63,9 +64,9 @@ def _decode(problem, case, res):
     return Answer(ok=False, rejected=why, error=Raised("RejectedOutput", why, why))
 
 
-def _refused(problem, case, res) -> str | None:
+def _refused(problem, case, res, numpy: bool) -> str | None:
     """Why the result cannot be judged as it is (the learner's doing), or None."""
-    call, numpy = case.call, returns_arrays(problem)
+    call = case.call
     want = call.get("dtype") if call.get("dtype") in _NAMES else None
     runs = res.get("outputs")
     if runs is None:
