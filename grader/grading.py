@@ -5,6 +5,7 @@ receives inputs and returns tensors.
 """
 from __future__ import annotations
 
+import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -112,12 +113,32 @@ def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict) -> dict:
             continue
         p = p or waiting[0]  # nothing runs any more: its expected values are waited for
         waiting.remove(p)
-        pool.release(p.id)
         refs = helper.get(plan, p, pool.poll)
         for collect in answers.get(p.id, ()):
             pool.workers[p.id].results.update(collect())
-        statuses[p.id] = _judge(p, plan, pool.workers[p.id], refs, statuses, scans[p.id], helper.references.variants)
+        statuses[p.id] = _judge(p, plan, pool.workers[p.id], refs, statuses, scans[p.id], helper.references.variants,
+                                probe=_prober(pool, p.id))
+        pool.release(p.id)
     return statuses
+
+
+TRACE_SECONDS = 10.0
+"""The time a traced call (diagnose/trace.py) may take in the worker, once its problem is judged."""
+
+
+def _prober(pool, pid: str):
+    """A function running one more call in the problem's worker after its verdict (the stage trace): its raw result,
+    or None where the worker is gone, takes no more or runs past TRACE_SECONDS. The verdict is decided before: what
+    happens to the worker here changes no grade."""
+    def probe(call: dict):
+        w = pool.workers[pid]
+        if w.proc is None or w.failure is not None or w.stop_sent or w.busy:
+            return None
+        w.deadline = time.monotonic() + TRACE_SECONDS
+        w.submit([call])
+        pool.run_until(lambda: not w.busy)
+        return w.results.get(call["key"]) if w.failure is None else None
+    return probe
 
 
 def _scan(impl, problem):
@@ -179,7 +200,7 @@ def _inputs_changed(cases, answers) -> None:
         res.changed = changed
 
 
-def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=None) -> ProblemResult:
+def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=None, probe=None) -> ProblemResult:
     cases, cuda = plan.cases(problem), plan.cuda
     answers = decode(problem, cases, worker.results)  # typed once, here: run/answer.Answer
     _inputs_changed(cases, answers)
@@ -210,8 +231,25 @@ def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=
     if status == Status.PASSED and any(c.status == Verdict.ERROR for c in checks):
         status = Status.FAILED  # nothing the learner did is wrong, but the problem was not fully graded
     uses = [Use(f.capability.value, f.file, f.line, f.what, refused(problem, f)) for f in findings]
-    return ProblemResult(problem.id, problem.title, status, score, max_score, checks, uses,
-                         trouble=_trouble(worker, bool(not_started), checks))
+    result = ProblemResult(problem.id, problem.title, status, score, max_score, checks, uses,
+                           trouble=_trouble(worker, bool(not_started), checks))
+    if failing and probe is not None:  # after the verdict, which nothing here changes
+        result.departure = _departure(problem, ctx, probe)
+        if result.departure:  # said once, under the problem's first failing check
+            failing[0].message += "\n" + "\n".join(result.departure)
+    return result
+
+
+def _departure(problem, ctx, probe) -> list[str]:
+    """Where the learner's computation first departs from the reference's (diagnose/trace.py), or []."""
+    from .diagnose import trace
+
+    try:
+        case = trace.pick(problem, ctx)
+        return trace.finding(problem, ctx, case, probe(trace.call_for(case))) if case is not None else []
+    except Exception:  # noqa: BLE001 - the trace is feedback only: a bug of its own must never change a grade
+        tail = traceback.format_exc().strip().splitlines()[-1]
+        return [f"(the trace of your computation failed internally: {tail}; please report it)"]
 
 
 def _trouble(worker, not_started: bool, checks) -> str | None:

@@ -68,6 +68,7 @@ class ProblemResult:
     checks: list[CheckResult] = field(default_factory=list)
     uses: list[Use] = field(default_factory=list)
     trouble: str | None = None  # one of TROUBLES, set by the grader where it knows it (grading.py); never from a message
+    departure: list[str] = field(default_factory=list)  # where the computation first departs (diagnose/trace.py)
 
 
 class Trouble(Word):

@@ -92,6 +92,7 @@ class Problem:
     # check id -> {option: value}: the check's typed options (its `options` dataclass, judge/registry.py), validated
     # when the spec loads
     options: dict | None = None
+    traced: bool = True  # its reference's stages are the learner's too (False: the learner chooses how to cut it up)
     track: str = ""  # the track (grader/model/tracks.py) this problem belongs to
     after: tuple[str, ...] = ()  # problems to solve first (besides `requires`): what this one builds on
     # the language of the texts above: "en" as written here; problems.get(id, lang) gives a copy whose texts come from

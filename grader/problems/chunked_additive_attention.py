@@ -162,6 +162,7 @@ PROBLEM = Problem(
         "stability": {"amplify": _amplify},
         "value_errors": {"calls": lambda cfg: (({"max_elements": cfg["h"] - 1}, "max_elements < h", ()),)},
     },
+    traced=False,  # the learner chooses the chunks: their stages are not the reference's
     track="memory",
     after=('additive_attention',),
 )

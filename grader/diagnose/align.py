@@ -1,0 +1,211 @@
+"""Align two traces of one call (run/hooks/trace.py): which of the reference's tensors the learner's computation also
+forms, up to layout, and where it first departs.
+
+A reference record is matched when some learner record has the same fingerprint within the tolerance of the
+reference record's dtype (`loose`: within float32's, for a float64 call). It is fine when matched or when a record computed
+from it is (the learner reached a later stage another way: the reference's row max is no stage of an `F.softmax`).
+The departure is the first record that is not fine while every record it is computed from is, constants (records
+that depend on no input) last; where a record matches only loosely in a float64 call, rounding at float32 level
+starts there, and that comes first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..run.hooks.trace import DIMS, WIDTH
+from ..run.inbox import one_line
+
+RTOL = {64: 1e-9, 128: 1e-9, 32: 2e-5, 96: 2e-5, 16: 2e-3, -16: 1.6e-2}
+LOOSE = 2e-5
+STATS = slice(5, WIDTH)  # min, max, mean, mean |x|, mean x^2, then the order statistics
+SQUARE = 9  # mean x^2: compared at the scale squared
+
+
+@dataclass(frozen=True)
+class Trace:
+    prints: torch.Tensor  # (R, WIDTH) float64
+    metas: torch.Tensor  # (R, 2 + DIMS) int64: dtype code, ndim, sizes
+    ops: list[str]
+    parents: list[list[int]]
+
+    @classmethod
+    def decode(cls, raw) -> "Trace | None":
+        """A worker's trace, checked (it is the learner's data): None where anything is off."""
+        try:
+            prints, metas, ops, parents = raw["prints"], raw["metas"], raw["ops"], raw["parents"]
+            n = prints.shape[0]
+            ok = (prints.dtype == torch.float64 and prints.shape == (n, WIDTH) and metas.dtype == torch.int64
+                  and metas.shape == (n, 2 + DIMS) and len(ops) == n == len(parents)
+                  and all(isinstance(o, str) for o in ops)
+                  and all(isinstance(p, list) and all(type(i) is int and -1 <= i < k for i in p) for k, p in enumerate(parents)))
+        except (KeyError, TypeError, AttributeError):
+            return None
+        if not ok:
+            return None
+        return cls(prints, metas, [one_line(o, 80) for o in ops], parents)
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        return tuple(d for d in self.metas[i, 2:].tolist() if d >= 0)
+
+    def dtype(self, i: int) -> int:
+        return int(self.metas[i, 0])
+
+
+def scale(prints: torch.Tensor) -> torch.Tensor:
+    """(R,) the magnitude each record's entries are compared at."""
+    return prints[:, 5:7].abs().amax(dim=1).clamp_min(1e-300)
+
+
+def distance(ref: Trace, got: Trace) -> torch.Tensor:
+    """(R, G): the largest difference of two records' statistics relative to the reference record's scale, inf where
+    they cannot be the same values (entry counts that are no multiple of each other, NaN or inf fractions apart)."""
+    a, b = ref.prints[:, None, :], got.prints[None, :, :]
+    s = scale(ref.prints)[:, None, None]
+    diff = (a[..., STATS] - b[..., STATS]).abs() / s
+    diff[..., SQUARE - 5] = (a[..., SQUARE] - b[..., SQUARE]).abs() / s[..., 0] ** 2
+    worst = diff.amax(dim=-1)
+    na, nb = a[..., 0], b[..., 0]
+    whole = (torch.remainder(torch.maximum(na, nb), torch.minimum(na, nb).clamp_min(1)) == 0) & (torch.minimum(na, nb) > 0)
+    special = (a[..., 1:4] - b[..., 1:4]).abs().amax(dim=-1) < 1e-12
+    return torch.where(whole & special, worst, torch.full_like(worst, float("inf")))
+
+
+def tolerance(ref: Trace, got: Trace) -> torch.Tensor:
+    """(R, G): the relative tolerance of each pair, the reference record's dtype's (the call's: a learner's float32
+    tensor in a float64 call matches only loosely, which is where rounding starts)."""
+    rt = torch.tensor([RTOL.get(ref.dtype(i), 2e-5) for i in range(len(ref.ops))], dtype=torch.float64)
+    return rt[:, None].expand(len(ref.ops), len(got.ops))
+
+
+def canonical(ref: Trace) -> list[int]:
+    """Each reference record's stage: itself, or the record it copies (a clone, a reshape's copy: the same values)."""
+    out = list(range(len(ref.ops)))
+    for i, parents in enumerate(ref.parents):
+        for p in parents:
+            if p >= 0 and torch.equal(ref.prints[i], ref.prints[p]):
+                out[i] = out[p]
+                break
+    return out
+
+
+@dataclass(frozen=True)
+class Alignment:
+    matched: list[bool]  # per reference stage (canonical records only; copies False)
+    loose: list[bool]  # matched at float32 level
+    departure: int | None
+    rounding: bool  # the departure matches at float32 level in a float64 call
+    closest: int | None  # the learner record closest to the departure
+    last_matched: int | None
+    arranged: bool  # every input of the departure matches: an operation that depends on layout got them arranged otherwise
+    skipped: tuple[int, int] | None = None  # (reference record, learner record): the learner applies the step after
+    # the departure straight to that reference record's equal: the departure's step is left out
+
+
+def align(ref: Trace, got: Trace) -> Alignment | None:
+    """Where `got` (the learner's trace) departs from `ref`. None where the traces say nothing (one of them empty, or
+    every stage met)."""
+    if not ref.ops or not got.ops:
+        return None
+    inputs = fed(ref)
+    stage = canonical(ref)
+    dist = distance(ref, got)
+    tol = tolerance(ref, got)
+    strict = (dist <= tol).any(dim=1).tolist()
+    loose = (dist <= torch.maximum(tol, torch.full_like(tol, LOOSE))).any(dim=1).tolist()
+    keep = [i for i in range(len(ref.ops)) if stage[i] == i]
+    parents = {i: {stage[p] for p in ref.parents[i] if p >= 0} - {i} for i in keep}
+    children = {i: set() for i in keep}
+    for i in keep:
+        for p in parents[i]:
+            children[p].add(i)
+    for i, orig in enumerate(stage):  # a copy's parents count for the record it copies
+        if orig != i:
+            for p in {stage[q] for q in ref.parents[i] if q >= 0} - {orig}:
+                children[p].add(orig)
+    fine = {}
+    for i in reversed(keep):
+        fine[i] = strict[i] or any(fine.get(c, False) for c in children[i] if c > i)
+    for i in keep:  # a fill is the implementation's choice (-inf, the dtype's min, -1e9): it stands for its parents
+        if not fine[i] and transparent(ref, i) and all(fine[p] for p in parents[i]):
+            fine[i] = True
+    if all(fine[i] for i in keep):
+        return None
+    if ref.dtype(keep[-1]) in (64, 128):
+        for i in keep:
+            if not fine[i] and loose[i] and all(fine[p] or loose[p] for p in parents[i]):
+                return _result(ref, got, dist, strict, loose, keep, i, True)
+    frontier = [i for i in keep if not fine[i] and all(fine[p] for p in parents[i]) and not transparent(ref, i)]
+    frontier.sort(key=lambda i: (i not in inputs, i))
+    return _result(ref, got, dist, strict, loose, keep, frontier[0], False) if frontier else None
+
+
+TRANSPARENT = {"masked_fill", "where", "index_put", "fill", "masked_scatter"}
+
+
+def transparent(ref: Trace, i: int) -> bool:
+    """Is the record a fill (masked scores): no stage of its own, since the fill value is free?"""
+    return ref.ops[i].split("(")[0].removeprefix("aten.").rstrip("_") in TRANSPARENT
+
+
+def _result(ref, got, dist, strict, loose, keep, at, rounding) -> Alignment:
+    closest = _closest(ref, got, at)
+    matched = [bool(strict[i]) if i in keep else False for i in range(len(ref.ops))]
+    last = max((i for i in keep if strict[i] and i < at), default=None)
+    stage = canonical(ref)
+    sources = {stage[p] for p in ref.parents[at] if p >= 0}
+    arranged = (not rounding and bool(sources) and all(strict[p] for p in sources)
+                and ref.ops[at].split("(")[0].removeprefix("aten.") in LAYOUT)
+    skipped = None if rounding else _skipped(ref, got, dist, sources, at, stage)
+    if skipped is not None:
+        closest = skipped[1]
+    return Alignment(matched, [bool(x) for x in loose], at, rounding, closest, last, arranged and skipped is None, skipped)
+
+
+def _op(text: str) -> str:
+    return text.split("(")[0].removeprefix("aten.").rstrip("_")
+
+
+def _skipped(ref, got, dist, sources, at, stage) -> tuple[int, int] | None:
+    """Does the learner go on from one of the departure's (matched) inputs with the reference's next operator,
+    without the departure's own? (reference input, the learner's record that does so)"""
+    after = {_op(ref.ops[i]) for i, ps in enumerate(ref.parents) if stage[i] == i and stage[at] in {stage[p] for p in ps if p >= 0}}
+    tol = tolerance(ref, got)
+    for p in sorted(sources):
+        equal = {j for j in range(len(got.ops)) if dist[p, j] <= tol[p, j]}
+        for k, ps in enumerate(got.parents):
+            if equal & set(ps) and _op(got.ops[k]) in after and _op(got.ops[k]) != _op(ref.ops[at]):
+                return p, k
+    return None
+
+
+def _closest(ref: Trace, got: Trace, at: int) -> int | None:
+    """The learner record most like reference record `at`: as many entries first, then the same operator, then the
+    nearest finite statistics (NaN where none were expected still counts as close: it is what the learner computed)."""
+    op = ref.ops[at].split("(")[0]
+    a, s = ref.prints[at, STATS], float(scale(ref.prints[at:at + 1])[0])
+    best, key = None, None
+    for j in range(len(got.ops)):
+        if got.prints[j, 0] % max(ref.prints[at, 0], 1) and ref.prints[at, 0] % max(got.prints[j, 0], 1):
+            continue
+        d = torch.nan_to_num((got.prints[j, STATS] - a).abs() / s, nan=float("inf"), posinf=float("inf")).amax()
+        k = (bool(got.prints[j, 0] != ref.prints[at, 0]), got.ops[j].split("(")[0] != op, float(d))
+        if key is None or k < key:
+            best, key = j, k
+    return best
+
+
+LAYOUT = {"mm", "bmm", "addmm", "baddbmm", "matmul", "_softmax", "_log_softmax", "sum", "amax", "amin", "mean",
+          "logsumexp", "cat", "stack", "cumsum"}
+"""Operators whose result depends on how their inputs are laid out (which axis is which), not only on their values."""
+
+
+def fed(ref: Trace) -> set[int]:
+    """The reference records that depend on the call's inputs or parameters (the others are constants: positions'
+    frequencies, an arange)."""
+    out: set[int] = set()
+    for i, parents in enumerate(ref.parents):
+        if any(p == -1 or p in out for p in parents):
+            out.add(i)
+    return out

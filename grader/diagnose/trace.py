@@ -1,0 +1,151 @@
+"""The stage finding of a failing problem: one of its wrong general calls is run again in the learner's worker with
+the computation traced (run/hooks/trace.py), the reference's trace of the same call is taken here, and the two are
+aligned (diagnose/align.py). What it says comes from the learner's own tensors, so it holds for code written in any
+style: "your code matches the reference up to the scaled scores; no tensor of yours equals the softmax; the closest
+is your aten._softmax(1) of shape (2, 7, 5), whose values differ ...".
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..draw.describe import call_text
+from ..judge.reference import reference
+from ..judge.registry import general_cases
+from ..run.harness import execute
+from ..run.hooks import for_reference
+from ..run.hooks.trace import fingerprint
+from .align import Trace, align, scale
+
+LIMIT = 600
+"""The most operators one traced call records (a loop over tokens may run many)."""
+
+NOUNS = {"bmm": "batched matrix product", "mm": "matrix product", "addmm": "linear map (with bias)", "matmul": "matrix product",
+         "baddbmm": "batched matrix product", "_softmax": "softmax", "_log_softmax": "log-softmax", "div": "division",
+         "mul": "product", "add": "sum", "sub": "difference", "exp": "exponential", "exp2": "power of 2",
+         "tanh": "tanh", "masked_fill": "masked fill", "where": "selection", "sum": "sum over an axis", "amax": "row maximum",
+         "max": "maximum", "cat": "concatenation", "cos": "cosine", "sin": "sine", "pow": "power", "log": "logarithm",
+         "logsumexp": "log-sum-exp", "neg": "negation", "rsqrt": "inverse square root", "sqrt": "square root",
+         "reciprocal": "reciprocal", "_to_copy": "conversion", "clamp": "clamp", "maximum": "maximum", "stack": "stack"}
+
+
+def pick(problem, ctx):
+    """The smallest general call, on the CPU and deterministic, that the learner answered and got wrong (None: none)."""
+    from .diagnose import same
+
+    if not problem.traced:
+        return None
+
+    def size(case):
+        return sum(a.numel() for a in case.call.get("args", []) if isinstance(a, torch.Tensor))
+
+    wrong = [c for c in general_cases(ctx, problem)
+             if c.call.get("device", "cpu") == "cpu" and not c.call.get("train") and not c.call.get("construct")
+             and not c.must_raise and c.key in ctx.ref and (g := ctx.got.get(c.key)) is not None and g.ok
+             and g.has_outputs and not same(c, g, ctx.ref[c.key])]
+    return min(wrong, key=size) if wrong else None
+
+
+def call_for(case) -> dict:
+    """The case's call, traced: forward only, once, without measurements."""
+    hooks = {n: o for n, o in (case.call.get("hooks") or {}).items() if n != "measure"}
+    return dict(case.call, key=f"trace/{case.key}", hooks={**hooks, "trace": LIMIT}, grad_out=None, repeat=1,
+                return_inputs=False)
+
+
+def finding(problem, ctx, case, answer: dict | None) -> list[str]:
+    """Lines saying where the learner's computation departs from the reference's on `case` (none: nothing to say).
+    `answer`: the worker's raw result of call_for(case)."""
+    if not problem.traced or not answer or not answer.get("ok") or "trace" not in answer:
+        return []
+    got = Trace.decode(answer["trace"])
+    if got is None:
+        return []
+    call = call_for(case)
+    ref = Trace.decode(execute(for_reference(call), reference(problem))["trace"])
+    found = align(ref, got) if ref is not None else None
+    if found is None:
+        return []
+    outputs = _output_names(problem, ctx, case)
+    at = found.departure
+    lines = [f"Where your computation departs, traced on {call_text(problem, case)}:"]
+    if found.last_matched is not None:
+        lines.append(f"  it matches the reference up to {_name(ref, found.last_matched, outputs)};")
+    if found.rounding:
+        lines.append(f"  float32 rounding starts at {_name(ref, at, outputs)}: your tensor equals it to about "
+                     f"{_gap(ref, got, at, found.closest):.0e} of its size, not to float64 precision (a float32 tensor "
+                     "or constant there, in a float64 call: compute it in the inputs' dtype).")
+        return lines
+    if found.skipped is not None:
+        p, k = found.skipped
+        lines.append(f"  your code applies {got.ops[k]} to your equal of {_name(ref, p, outputs)}: the reference first "
+                     f"computes {_name(ref, at, outputs)} from it, a step yours leaves out (or does another way).")
+        return lines
+    lines.append(f"  no tensor of yours equals {_name(ref, at, outputs)}")
+    if found.arranged:
+        lines[-1] += (", although every tensor it is computed from matches yours up to layout: the values going in are "
+                      "right, their arrangement is not (a reshape without its transpose, heads split or merged in "
+                      "another order, a transposed operand, or another axis)")
+    if found.closest is not None:
+        j = found.closest
+        op = got.ops[j].split("(")[0].removeprefix("aten.")
+        lines[-1] += (f"; the closest is your {got.ops[j]} (a {NOUNS.get(op, op)}) of shape {got.shape(j)}: "
+                      f"{_how(ref.prints[at], got.prints[j])}.")
+    else:
+        lines[-1] += "; none of your tensors has as many entries (or a multiple)."
+    return lines
+
+
+def _output_names(problem, ctx, case) -> dict:
+    """{fingerprint as a tuple: the returned tensor's name} for the reference's outputs of the call."""
+    names = case.call.get("names") or ["output", "weights", "third output"]
+    expected = ctx.ref[case.key].outputs
+    return {tuple(fingerprint(t).tolist()): names[i] if i < len(names) else f"output {i}" for i, t in enumerate(expected)}
+
+
+def _name(ref: Trace, i: int, outputs: dict) -> str:
+    op = ref.ops[i].split("(")[0].removeprefix("aten.")
+    own = outputs.get(tuple(ref.prints[i].tolist()))
+    noun = f"the {own} (a {NOUNS.get(op, op)})" if own else f"the reference's {NOUNS.get(op, op)}"
+    return f"{noun} {ref.ops[i]} of shape {ref.shape(i)}"
+
+
+def _gap(ref, got, at, j) -> float:
+    if j is None:
+        return float("nan")
+    a, b = ref.prints[at, 5:], got.prints[j, 5:]
+    return float(((a - b).abs() / scale(ref.prints[at:at + 1])).amax())
+
+
+def _how(a: torch.Tensor, b: torch.Tensor) -> str:
+    """How learner record `b` differs from reference record `a` (both fingerprints), from what the numbers show."""
+    if b[1] > a[1]:
+        return f"NaN in {b[1]:.0%} of its entries, where the reference's has {a[1]:.0%}"
+    if b[2] + b[3] > a[2] + a[3]:
+        return f"infinite in {b[2] + b[3]:.0%} of its entries, where the reference's is in {a[2] + a[3]:.0%}"
+    if abs(b[4] - a[4]) > 1e-9:
+        return f"exactly 0 in {b[4]:.0%} of its entries, where the reference's is in {a[4]:.0%}"
+    s = float(scale(a[None])[0])
+    qa, qb = torch.cat([a[5:9], a[10:]]), torch.cat([b[5:9], b[10:]])  # min, max, mean, mean |x|, order statistics
+    if float(a[8]) > 1e-12 * s:
+        c = float(b[8] / a[8])
+        if c > 0 and (qb - c * qa).abs().max() <= 1e-6 * s * max(c, 1):
+            return f"its values are the reference's times {c:.6g}{_known(c)}"
+    shift = float(b[7] - a[7])
+    if (qb[[0, 1, 2]] - qa[[0, 1, 2]] - shift).abs().max() <= 1e-6 * s and (qb[4:] - qa[4:] - shift).abs().max() <= 1e-6 * s:
+        return f"its values are the reference's shifted by {shift:.6g}{_known(shift)}"
+    worst = float((qb - qa).abs().max())
+    return (f"its values differ by up to {worst:.3g} (the reference's range is [{float(a[5]):.4g}, {float(a[6]):.4g}], "
+            f"yours [{float(b[5]):.4g}, {float(b[6]):.4g}])")
+
+
+def _known(c: float) -> str:
+    """A constant's likely identity: a square root of a whole number, or ln 2, or their inverses."""
+    for value, text in ((c, ""), (1 / c if c else 0.0, "1/")):
+        if value > 0 and abs(value - math.log(2)) < 1e-9 * value:
+            return f" (= {text}ln 2)"
+        n = round(value * value)
+        if n >= 2 and abs(value - math.sqrt(n)) < 1e-9 * value and n <= 1 << 16:
+            return f" (= {text}√{n})"
+    return ""

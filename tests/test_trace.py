@@ -1,0 +1,107 @@
+"""The stage trace (run/hooks/trace.py, diagnose/align.py, diagnose/trace.py): fingerprints that ignore layout, an
+alignment that finds where a learner's computation departs, and findings that come from the learner's own tensors
+for code written in any style. Each finding here is broken on purpose and found; a passing problem gets none."""
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings, strategies as st
+
+from conftest import make_impl
+from strategies import tensors
+from attnkit.diagnose.align import Trace, align
+from attnkit.grading import grade
+from attnkit.run.hooks.trace import Recorder, fingerprint
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 4), st.integers(1, 5), st.integers(1, 3), st.data())
+def test_a_fingerprint_ignores_layout_and_repetition(b, h, t, r, data):
+    x = data.draw(tensors((b, h, t, 4)))
+    same = [x.transpose(1, 2), x.reshape(b * h, t, 4), x.permute(3, 0, 2, 1).contiguous(), x.repeat(r, 1, 1, 1),
+            x.unsqueeze(2).expand(b, h, r, t, 4)]
+    for y in same:  # the order statistics exactly, the means up to the order of summation
+        a, b = fingerprint(y), fingerprint(x)
+        assert torch.equal(a[10:], b[10:]) and torch.equal(a[1:7], b[1:7])
+        assert torch.allclose(a[7:10], b[7:10], rtol=1e-13, atol=1e-13)
+    if x.numel() > 1 and x.abs().max() > 0:
+        changed = x.clone()
+        changed.view(-1)[0] += 1e-6 * x.abs().max()
+        assert not torch.equal(fingerprint(changed), fingerprint(x))
+
+
+def _trace(fn, *args) -> Trace:
+    with Recorder(600) as rec:
+        fn(*args)
+    return Trace(torch.stack(rec.prints), torch.tensor(rec.metas), rec.ops, rec.parents)
+
+
+def _reference(q, k, v):
+    return torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1) @ v
+
+
+def test_alignment_localises_a_left_out_step_float32_rounding_and_a_wrong_axis():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 5, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    ref = _trace(_reference, q, k, v)
+    assert align(ref, _trace(lambda q, k, v: torch.einsum("bqk,bkd->bqd", torch.softmax(
+        torch.einsum("bqd,bkd->bqk", q, k) * q.shape[-1] ** -0.5, -1), v), q, k, v)) is None  # another style, right
+
+    unscaled = align(ref, _trace(lambda q, k, v: torch.softmax(q @ k.transpose(-1, -2), -1) @ v, q, k, v))
+    assert "div" in ref.ops[unscaled.departure] and unscaled.skipped is not None
+
+    rounded = align(ref, _trace(lambda q, k, v: torch.softmax((q @ k.transpose(-1, -2) / 2).float(), -1).double() @ v,
+                                q, k, v))
+    assert rounded.rounding and "softmax" in ref.ops[rounded.departure]
+
+    axis = align(ref, _trace(lambda q, k, v: torch.softmax(q @ k.transpose(-1, -2) / 2, 1) @ v, q, k, v))
+    assert "softmax" in ref.ops[axis.departure] and axis.arranged
+
+
+def test_a_malformed_trace_from_a_worker_is_refused():
+    good = {"prints": torch.zeros(1, 27, dtype=torch.float64), "metas": torch.zeros(1, 8, dtype=torch.int64),
+            "ops": ["aten.mm()"], "parents": [[-1]]}
+    assert Trace.decode(good) is not None
+    for bad in ({**good, "parents": [[0]]}, {**good, "ops": [3]}, {**good, "prints": torch.zeros(2, 27)},
+                {**good, "metas": torch.zeros(1, 8)}, {"prints": None}):
+        assert Trace.decode(bad) is None
+
+
+UNSCALED_MHA = '''
+import math
+import torch
+from torch import nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, embed_dim, num_heads, bias=True, dropout=0.0):
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError("embed_dim must be divisible by num_heads")
+        self.h, self.d = num_heads, embed_dim // num_heads
+        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(embed_dim, embed_dim, bias=bias) for _ in range(4))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, mask=None):
+        B, Tq, E = queries.shape
+        split = lambda x: x.view(B, -1, self.h, self.d).transpose(1, 2)
+        q, k, v = split(self.W_q(queries)), split(self.W_k(keys)), split(self.W_v(values))
+        scores = q @ k.transpose(-2, -1)  # scaled below? no
+        if mask is not None:
+            m = mask if mask.dim() == 4 else mask.unsqueeze(1) if mask.dim() == 3 else mask
+            scores = scores.masked_fill(~m, float("-inf"))
+        w = torch.softmax(scores, dim=-1)
+        w = torch.nan_to_num(w, nan=0.0)
+        out = self.dropout(w) @ v
+        return self.W_o(out.transpose(1, 2).reshape(B, Tq, E)), w
+'''
+
+
+def test_a_failing_module_is_told_where_it_departs_and_a_passing_one_is_not(tmp_path):
+    report = grade(make_impl(tmp_path / "a", {"multihead_attention.py": UNSCALED_MHA}), ["multihead_attention"])
+    result = report.problem("multihead_attention")
+    assert result.status == "failed" and result.departure
+    said = "\n".join(result.departure)
+    assert "aten.div" in said and "leaves out" in said, said
+    assert sum("Where your computation departs" in c.message for c in result.checks) == 1  # said once
+    passing = grade(make_impl(tmp_path / "b"), ["multihead_attention", "rope"]).problems
+    assert all(p.status == "passed" and p.departure == [] for p in passing)
