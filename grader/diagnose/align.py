@@ -55,7 +55,7 @@ class Trace:
 
 def scale(prints: torch.Tensor) -> torch.Tensor:
     """(R,) the magnitude each record's entries are compared at."""
-    return prints[:, 5:7].abs().amax(dim=1).clamp_min(1e-300)
+    return prints[:, 5:7].abs().amax(dim=1).clamp_min(1e-100)  # all zeros: compared absolutely, and squared stays > 0
 
 
 def distance(ref: Trace, got: Trace) -> torch.Tensor:
@@ -103,12 +103,15 @@ class Alignment:
     # the departure straight to that reference record's equal: the departure's step is left out
 
 
-def align(ref: Trace, got: Trace) -> Alignment | None:
-    """Where `got` (the learner's trace) departs from `ref`. None where the traces say nothing (one of them empty, or
-    every stage met)."""
+def align(ref: Trace, got: Trace, outputs: set[int] | None = None, given=None) -> Alignment | None:
+    """Where `got` (the learner's trace) departs from `ref`. `outputs`: the reference records the call returns (None:
+    the last one); a record no output is computed from (a guard's abs, a test's max) is no stage. None where the
+    traces say nothing (one of them empty, or every stage met). `given`: (N, WIDTH) fingerprints of the call's
+    inputs: a learner record equal to one (a repeat of K) counts as that input."""
     if not ref.ops or not got.ops:
         return None
     inputs = fed(ref)
+    useful = _ancestors(ref, outputs if outputs else {len(ref.ops) - 1})
     stage = canonical(ref)
     dist = distance(ref, got)
     tol = tolerance(ref, got)
@@ -126,71 +129,101 @@ def align(ref: Trace, got: Trace) -> Alignment | None:
                 children[p].add(orig)
     fine = {}
     for i in reversed(keep):
-        fine[i] = strict[i] or any(fine.get(c, False) for c in children[i] if c > i)
-    for i in keep:  # a fill is the implementation's choice (-inf, the dtype's min, -1e9): it stands for its parents
-        if not fine[i] and transparent(ref, i) and all(fine[p] for p in parents[i]):
+        fine[i] = strict[i] or i not in useful or any(fine.get(c, False) for c in children[i] if c > i)
+    for i in keep:  # a fill is the implementation's choice (-inf, the dtype's min, -1e9): it stands for its parents;
+        # an initialiser (zeros_like, ones_like: a guard's or an accumulator's start) is no stage of the computation
+        if not fine[i] and ((transparent(ref, i) and all(fine[p] for p in parents[i])) or _op(ref.ops[i]) in INITIAL):
             fine[i] = True
     if all(fine[i] for i in keep):
         return None
     if ref.dtype(keep[-1]) in (64, 128):
         for i in keep:
             if not fine[i] and loose[i] and all(fine[p] or loose[p] for p in parents[i]):
-                return _result(ref, got, dist, strict, loose, keep, i, True)
+                return _result(ref, got, dist, strict, loose, keep, i, True, given)
     frontier = [i for i in keep if not fine[i] and all(fine[p] for p in parents[i]) and not transparent(ref, i)]
     frontier.sort(key=lambda i: (i not in inputs, i))
-    return _result(ref, got, dist, strict, loose, keep, frontier[0], False) if frontier else None
+    if not frontier:
+        return None
+    at = frontier[0]
+    while at not in inputs:  # a constant (positions' frequencies): the one that enters the computation is the stage
+        nxt = [c for c in sorted(children[at]) if not fine[c] and c not in inputs]
+        if not nxt:
+            break
+        at = nxt[0]
+    return _result(ref, got, dist, strict, loose, keep, at, False, given)
 
 
 TRANSPARENT = {"masked_fill", "where", "index_put", "fill", "masked_scatter"}
+INITIAL = {"zeros_like", "ones_like", "full_like", "empty_like", "zeros", "ones", "full", "empty", "new_zeros",
+           "new_ones", "new_full", "new_empty", "scalar_tensor"}
 
 
 def transparent(ref: Trace, i: int) -> bool:
     """Is the record a fill (masked scores): no stage of its own, since the fill value is free?"""
-    return ref.ops[i].split("(")[0].removeprefix("aten.").rstrip("_") in TRANSPARENT
-
-
-def _result(ref, got, dist, strict, loose, keep, at, rounding) -> Alignment:
-    closest = _closest(ref, got, at)
-    matched = [bool(strict[i]) if i in keep else False for i in range(len(ref.ops))]
-    last = max((i for i in keep if strict[i] and i < at), default=None)
-    stage = canonical(ref)
-    sources = {stage[p] for p in ref.parents[at] if p >= 0}
-    arranged = (not rounding and bool(sources) and all(strict[p] for p in sources)
-                and ref.ops[at].split("(")[0].removeprefix("aten.") in LAYOUT)
-    skipped = None if rounding else _skipped(ref, got, dist, sources, at, stage)
-    if skipped is not None:
-        closest = skipped[1]
-    return Alignment(matched, [bool(x) for x in loose], at, rounding, closest, last, arranged and skipped is None, skipped)
+    return _op(ref.ops[i]) in TRANSPARENT
 
 
 def _op(text: str) -> str:
     return text.split("(")[0].removeprefix("aten.").rstrip("_")
 
 
-def _skipped(ref, got, dist, sources, at, stage) -> tuple[int, int] | None:
-    """Does the learner go on from one of the departure's (matched) inputs with the reference's next operator,
-    without the departure's own? (reference input, the learner's record that does so)"""
-    after = {_op(ref.ops[i]) for i, ps in enumerate(ref.parents) if stage[i] == i and stage[at] in {stage[p] for p in ps if p >= 0}}
+def _result(ref, got, dist, strict, loose, keep, at, rounding, given=None) -> Alignment:
+    """The alignment's findings about departure `at`: the learner's records made from the same (matched) inputs
+    tell a step left out (they go on with the reference's next operator) from a layout (the same operator on the
+    same inputs, another result); else the closest record."""
+    stage = canonical(ref)
+    matched = [bool(strict[i]) if i in keep else False for i in range(len(ref.ops))]
+    last = max((i for i in keep if strict[i] and i < at), default=None)
+    sources = {stage[p] for p in ref.parents[at] if p >= 0}
     tol = tolerance(ref, got)
-    for p in sorted(sources):
-        equal = {j for j in range(len(got.ops)) if dist[p, j] <= tol[p, j]}
-        for k, ps in enumerate(got.parents):
-            if equal & set(ps) and _op(got.ops[k]) in after and _op(got.ops[k]) != _op(ref.ops[at]):
-                return p, k
-    return None
+    equal = {j for p in sources if strict[p] for j in range(len(got.ops)) if dist[p, j] <= tol[p, j]}
+    made = [k for k, ps in enumerate(got.parents) if equal & set(ps)]  # the learner's records from those inputs
+    op = _op(ref.ops[at])
+    skipped, arranged = None, False
+    if rounding:
+        pass
+    elif not sources:  # computed from the call's inputs alone: the learner's same operator on inputs alone
+        inputs = {-1} | _equal_to(got, given)
+        alike = [k for k, ps in enumerate(got.parents) if set(ps) <= inputs and _op(got.ops[k]) == op]
+        arranged = op in LAYOUT and bool(alike) and bool(got.prints[alike[0], 0] == ref.prints[at, 0])
+    elif any(strict[p] for p in sources):
+        same_op = [k for k in made if _op(got.ops[k]) == op]
+        if op in LAYOUT and all(strict[p] for p in sources) and any(set(got.parents[k]) - {-1} <= equal for k in same_op):
+            arranged = True
+        elif not same_op:
+            after = {_op(ref.ops[i]) for i in keep if stage[at] in {stage[p] for p in ref.parents[i] if p >= 0}}
+            went_on = [k for k in made if _op(got.ops[k]) in after]
+            if went_on:
+                p = next(p for p in sorted(sources) if any(dist[p, j] <= tol[p, j] for j in got.parents[went_on[0]] if j >= 0))
+                skipped = (p, went_on[0])
+    if rounding:
+        closest = int(torch.argmin(dist[at]))  # the tensor that matches at float32 level
+    else:
+        closest = skipped[1] if skipped else _closest(ref, got, at, made)
+    return Alignment(matched, [bool(x) for x in loose], at, rounding, closest, last, arranged, skipped)
 
 
-def _closest(ref: Trace, got: Trace, at: int) -> int | None:
-    """The learner record most like reference record `at`: as many entries first, then the same operator, then the
-    nearest finite statistics (NaN where none were expected still counts as close: it is what the learner computed)."""
-    op = ref.ops[at].split("(")[0]
+def _equal_to(got: Trace, given) -> set[int]:
+    """The learner's records with the values of one of the call's inputs (a copy, a repeat, a transpose of it)."""
+    if given is None or not len(given):
+        return set()
+    probe = Trace(given, torch.zeros(len(given), 2 + DIMS, dtype=torch.int64), ["input"] * len(given), [[]] * len(given))
+    hit = distance(probe, got) <= RTOL[64]
+    return {int(j) for j in torch.nonzero(hit.any(dim=0)).flatten()}
+
+
+def _closest(ref: Trace, got: Trace, at: int, made=()) -> int | None:
+    """The learner record most like reference record `at`: as many entries first, then one made from the same inputs,
+    then the same operator, then the nearest finite statistics (NaN where none were expected still counts as close:
+    it is what the learner computed)."""
+    op = _op(ref.ops[at])
     a, s = ref.prints[at, STATS], float(scale(ref.prints[at:at + 1])[0])
     best, key = None, None
     for j in range(len(got.ops)):
         if got.prints[j, 0] % max(ref.prints[at, 0], 1) and ref.prints[at, 0] % max(got.prints[j, 0], 1):
             continue
         d = torch.nan_to_num((got.prints[j, STATS] - a).abs() / s, nan=float("inf"), posinf=float("inf")).amax()
-        k = (bool(got.prints[j, 0] != ref.prints[at, 0]), got.ops[j].split("(")[0] != op, float(d))
+        k = (bool(got.prints[j, 0] != ref.prints[at, 0]), _op(got.ops[j]) != op, j not in made, float(d))
         if key is None or k < key:
             best, key = j, k
     return best
@@ -199,6 +232,18 @@ def _closest(ref: Trace, got: Trace, at: int) -> int | None:
 LAYOUT = {"mm", "bmm", "addmm", "baddbmm", "matmul", "_softmax", "_log_softmax", "sum", "amax", "amin", "mean",
           "logsumexp", "cat", "stack", "cumsum"}
 """Operators whose result depends on how their inputs are laid out (which axis is which), not only on their values."""
+
+
+def _ancestors(ref: Trace, ends: set[int]) -> set[int]:
+    """`ends` and every record they are computed from (through copies too)."""
+    out, todo = set(), list(ends)
+    while todo:
+        i = todo.pop()
+        if i not in out:
+            out.add(i)
+            todo += [p for p in ref.parents[i] if p >= 0]
+    stage = canonical(ref)
+    return out | {stage[i] for i in out} | {i for i in range(len(ref.ops)) if stage[i] in out}
 
 
 def fed(ref: Trace) -> set[int]:
