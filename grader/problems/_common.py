@@ -97,6 +97,13 @@ BOOLEAN_MASK_MISTAKES = (  # problems 6 and 7 share these lines of their referen
                     "take almost all the weight before the mask zeroes it, and the row no longer sums to 1.",
             hint="Fill with torch.finfo(scores.dtype).min, then multiply the weights by the mask (a -inf fill gives NaN "
                  "gradients on a row with no allowed key)."),
+    Mistake("bias_too_small", "masked keys given an additive bias of -1e4 (BERT's extended mask) instead of a fill",
+            ((FILL, "filled = scores + (~mask).to(scores.dtype) * -1e4"),),
+            explain="Adding -1e4 only lowers a masked score by 1e4: a masked key whose score is ~1e4 above the allowed "
+                    "ones (inputs within the contract) still gets the most weight, and the row comes out wrong even if the "
+                    "weights are multiplied by the mask afterwards.",
+            hint="Replace masked scores instead of adding to them: scores.masked_fill(~mask, torch.finfo(scores.dtype).min), "
+                 "then multiply the weights by the mask."),
     Mistake("float32_inside", "a float32 step inside a float64 computation",
             ((FILL, "filled = scores.float().masked_fill(~mask, torch.finfo(torch.float32).min).to(scores.dtype)"),),
             explain="Somewhere the scores pass through float32 (a .float(), a float32 constant or tensor, "
@@ -123,6 +130,19 @@ def negative_qk(args, state, cfg, to):
     a, u = aligned(args[0].shape[-1], to)
     args[0].mul_(SPREAD).add_(a * u)
     args[1].mul_(SPREAD).sub_(a * u)
+
+
+def split_qk(args, state, cfg, masked, lo, hi):
+    """A stability `split` for queries (..., Tq, d) and keys (..., Tk, d) scored by q . k / sqrt(d): the keys
+    `masked` (B, Tk) score about `hi` = -`lo`, the others about `lo` (judge/checks/stability.py)."""
+    if abs(hi + lo) > 1e-9 * abs(lo):
+        raise ValueError("split_qk moves scores to lo and -lo only")
+    a, u = aligned(args[0].shape[-1], lo)
+    args[0].mul_(SPREAD).add_(a * u)
+    k = args[1].mul_(SPREAD)
+    lead = k.dim() - 2  # an unbatched call: (Tk, d), one row of `masked`
+    where = masked[0, :, None] if lead == 0 else masked.reshape(masked.shape[0], *[1] * (lead - 1), masked.shape[1], 1)
+    k.add_(torch.where(where, a * u, -a * u))
 
 
 def dropout_mistakes(applied: str, misplaced: str) -> tuple:

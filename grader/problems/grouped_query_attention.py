@@ -4,7 +4,7 @@ import torch
 from ..model.roles import Arg, Out
 from ..model.spec import Method, Mistake, Problem
 from ._common import (
-    LLM_BANNED, BOOLEAN_MASK_MISTAKES, FILL, MASK_DOC, MASKED, amplify_qk, negative_qk,
+    LLM_BANNED, BOOLEAN_MASK_MISTAKES, FILL, MASK_DOC, MASKED, amplify_qk, negative_qk, split_qk,
 )
 
 Q = "q = queries.reshape(B, Hkv, G * Tq, d)"
@@ -157,7 +157,7 @@ PROBLEM = Problem(
                       "advice": "Keys and values must not be repeated per query head: fold the group into the query axis "
                                 "(queries.reshape(B, Hkv, G*Tq, d)) and reshape the results back"},
         },
-        "stability": {"amplify": amplify_qk},
+        "stability": {"amplify": amplify_qk, "split": split_qk},
         "value_errors": {"calls": lambda cfg: (({"keys": torch.zeros(cfg["B"], cfg["Hq"] + 1, cfg["Tk"], cfg["dq"], dtype=torch.float64),
                                "values": torch.zeros(cfg["B"], cfg["Hq"] + 1, cfg["Tk"], cfg["dv"], dtype=torch.float64)},
                               "Hq not divisible by Hkv", ()),)},

@@ -18,6 +18,12 @@ def _negative(args, state, cfg, to):
     args[0].div_(2 * args[0].abs().max()).add_(to)
 
 
+def _split(args, state, cfg, masked, lo, hi):
+    """Masked keys' scores in [hi - 0.5, hi + 0.5], the others' in [lo - 0.5, lo + 0.5] (judge/checks/stability.py)."""
+    unit = args[0].div_(2 * args[0].abs().max())
+    args[0].copy_(torch.where(masked[:, None, :], unit + hi, unit + lo))
+
+
 FILL = "torch.finfo(scores.dtype).min"
 LAST = "return torch.softmax(filled, dim=-1) * keep"
 MISTAKES = (
@@ -28,6 +34,14 @@ MISTAKES = (
     Mistake("fill_zero", "masked scores filled with 0 instead of a very negative number", ((FILL, "0.0"),),
             explain='Masked scores set to 0 still get weight exp(0) = 1 relative to the others: masked keys leak in and valid weights shrink.',
             hint='Fill masked scores with a very negative number (torch.finfo(scores.dtype).min) or -inf, not 0.'),
+    Mistake("bias_too_small", "masked keys given an additive bias of -1e4 (BERT's extended mask) instead of a fill",
+            (("filled = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)",
+              "filled = scores + (~keep).to(scores.dtype) * -1e4"),),
+            explain='Adding -1e4 only lowers a masked score by 1e4: a masked key whose score is ~1e4 above the valid ones '
+                    '(inputs within the contract) still gets the most weight, and the row is wrong even if the weights '
+                    'are multiplied by the mask afterwards.',
+            hint='Replace masked scores instead of adding to them: scores.masked_fill(~keep, torch.finfo(scores.dtype).min), '
+                 'then multiply by the mask.'),
     Mistake("mask_after_softmax", "mask applied after the softmax without renormalising",
             ((LAST, "return torch.softmax(scores, dim=-1) * keep"),),
             explain='The softmax ran over every key and the mask only zeroed the masked weights afterwards, so the valid weights no longer sum to 1.',
@@ -91,7 +105,7 @@ PROBLEM = Problem(
     ),
     inputs=_inputs,
     options={  # each check's options (the check units in judge/checks/ declare them)
-        "stability": {"amplify": _amplify},
+        "stability": {"amplify": _amplify, "split": _split},
     },
     negative=_negative,
     mistakes=MISTAKES,

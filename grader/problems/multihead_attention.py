@@ -98,6 +98,15 @@ def _negative(args, state, cfg, to):
         state[f"{name}.bias"].copy_(sign * a * u.repeat(cfg["H"]))
 
 
+def _split(args, state, cfg, masked, lo, hi):
+    """Every key scores about `lo` (as `_negative`), then the keys `masked` (B, Tk) are moved, through their inputs,
+    to project onto +a*u in every head: they score about `hi` = -`lo` (judge/checks/stability.py)."""
+    _negative(args, state, cfg, lo)
+    a, u = aligned(cfg["dq"], lo)
+    lift = torch.linalg.solve(state["W_k.weight"], 2 * a * u.repeat(cfg["H"]))  # W_k lift = 2a u per head
+    args[1][masked] += lift
+
+
 def _oracle(call):
     """torch.nn.MultiheadAttention (batch_first, eval(), the same weights, the mask inverted)"""
     E, H = call["ctor"]["args"]
@@ -166,7 +175,7 @@ PROBLEM = Problem(
     params=_params,
     inputs=_inputs,
     options={  # each check's options (the check units in judge/checks/ declare them)
-        "stability": {"amplify": _amplify},
+        "stability": {"amplify": _amplify, "split": _split},
         "parameters": {"errors": (({"embed_dim": 6, "num_heads": 4}, "embed_dim not divisible by num_heads", ()),)},
         "oracle": {"call": _oracle},
     },

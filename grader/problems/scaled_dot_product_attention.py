@@ -4,7 +4,7 @@ import torch
 from ..model.roles import Arg, Out
 from ..model.spec import Method, Mistake, Problem
 from ._common import (
-    BANNED, BOOLEAN_MASK_MISTAKES, FILL, MASK_DOC, MASKED, negative_qk,
+    BANNED, BOOLEAN_MASK_MISTAKES, FILL, MASK_DOC, MASKED, negative_qk, split_qk,
     QKV, amplify_qk, lead_fit, lead_inputs,
 )
 
@@ -95,7 +95,7 @@ PROBLEM = Problem(
     fit=lead_fit,
     inputs=lambda cfg, gen: lead_inputs(cfg, gen, *QKV),
     options={  # each check's options (the check units in judge/checks/ declare them)
-        "stability": {"amplify": amplify_qk},
+        "stability": {"amplify": amplify_qk, "split": split_qk},
         "oracle": {"call": _oracle},
     },
     negative=negative_qk,

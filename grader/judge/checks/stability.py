@@ -10,16 +10,21 @@ from ..compare import STABILITY
 from ..context import compare_all, returns_arrays, valid_mask
 from ..registry import Check, options, register
 from ...draw.groups import case_key, each_case, form, negative_cases
-from ...draw.scenarios import Case, base_call, cast, make_mask
+from ...draw.scenarios import Case, base_call, cast, make_lens, make_mask
+from ...masks import rule
 from ...model.spec import SCORE_BOUND
 
 
 @dataclass(frozen=True)
 class Amplify:
     """The stability check's options: `amplify(args, state, cfg)` scales a float64 call in place so that its scores
-    reach about 1e4 (SCORE_BOUND); cfg holds the variant."""
+    reach about 1e4 (SCORE_BOUND); cfg holds the variant. `split(args, state, cfg, masked, lo, hi)` (None: not
+    possible) moves the scores of the keys `masked` (B, Tk) to about `hi` and every other key's to about `lo`, in
+    place: valid scores near -1e4 beside masked ones near +1e4, where an additive bias of -1e4 leaves masked keys
+    the largest scores."""
 
     amplify: Callable
+    split: Callable | None = None
 
 
 def group_stability(problem, seed):
@@ -32,8 +37,28 @@ def group_stability(problem, seed):
         call = base_call(problem, cfg, variant, gen("stable"), make_mask(problem, "query", cfg, gen("slens")))
         options(problem, "stability").amplify(call["args"], call["state"], {**cfg, **variant})
         cases.append(Case(case_key("stable", vi, ci), "stable", variant, cfg, cast(call, "float32"), lens=form(problem, "query")))
+    split = options(problem, "stability").split
+    if split is not None:
+        cases += _split_cases(problem, seed, split)
     for case in cases:
         case.tol = STABILITY
+    return cases
+
+
+def _split_cases(problem, seed, split):
+    """Config 0 with a key padding mask (the problem's per-batch form), valid scores near -1e4 and masked ones near
+    +1e4: both within the contract's bound, and the masked keys still get exactly 0."""
+    cases = []
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        if ci != 0:
+            continue
+        g = gen("stable", "split")
+        lens = make_lens("batch", cfg, g, low=1)
+        call = base_call(problem, cfg, variant, g, rule(problem).from_lengths(problem, cfg, lens))
+        masked = torch.arange(cfg["Tk"])[None, :] >= lens[:, None]  # (B, Tk)
+        split(call["args"], call["state"], {**cfg, **variant}, masked, -0.999 * SCORE_BOUND, 0.999 * SCORE_BOUND)
+        cases.append(Case(case_key("stable", vi, ci, "split"), "stable", variant, cfg, cast(call, "float32"),
+                          lens=form(problem, "batch"), tags=frozenset({"split"})))
     return cases
 
 
