@@ -188,7 +188,8 @@ def _result(ref, got, dist, strict, loose, keep, at, rounding, given=None) -> Al
         arranged = op in LAYOUT and bool(alike) and bool(got.prints[alike[0], 0] == ref.prints[at, 0])
     elif any(strict[p] for p in sources):
         same_op = [k for k in made if _op(got.ops[k]) == op]
-        if op in LAYOUT and all(strict[p] for p in sources) and any(set(got.parents[k]) - {-1} <= equal for k in same_op):
+        if op in LAYOUT and all(strict[p] for p in sources) and any(
+                set(got.parents[k]) - {-1} <= equal and got.prints[k, 0] == ref.prints[at, 0] for k in same_op):
             arranged = True
         elif not same_op:
             after = {_op(ref.ops[i]) for i in keep if stage[at] in {stage[p] for p in ref.parents[i] if p >= 0}}

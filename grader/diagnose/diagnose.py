@@ -146,6 +146,8 @@ def diagnose(problem, ctx, failing_checks) -> dict[str, str | None]:
             found[c.id] = c.symptom
         elif rid and exact:
             found[c.id] = rid
+        elif c.symptom is not None:  # the check saw what is wrong (its own symptom), which the catalogue lacks: only
+            found[c.id] = None  # an exact reproduction may name it, never a mistake that merely comes close
         else:
             found[c.id] = shape or rid
     return found
@@ -169,13 +171,15 @@ def _reproduce(problem, ctx, failing) -> dict:
     found = {}
     base = general_cases(ctx, problem)
     targets = {rid: target for rid, _, target in candidates(problem, ctx.failing_deps)}
+    reach = {rid: sum(s[c] is not None for c in failing) for rid, s in scores.items()}
     for cid in failing:
         # one check's own explanation must not be refuted by the general calls: a variant that misses one of
-        # the learner's wrong base results is another mistake, however well it fits this check alone
-        options = [(s[cid], rid) for rid, s in scores.items() if s[cid] is not None
+        # the learner's wrong base results is another mistake, however well it fits this check alone; among those
+        # left, the one that explains more of the failing checks first (one mistake per problem where one does)
+        options = [((s[cid][0], reach[rid], s[cid][1]), rid) for rid, s in scores.items() if s[cid] is not None
                    and (CHECKS[cid].explained_alone or not _refuted(ctx, base, rid, targets[rid], cache))]
         if options:
-            (exact, _), rid = max(options, key=lambda t: t[0])
+            (exact, _, _), rid = max(options, key=lambda t: t[0])
             found[cid] = (rid, exact)
     return found
 

@@ -44,8 +44,18 @@ def pick(problem, ctx):
     wrong = [c for c in general_cases(ctx, problem)
              if c.call.get("device", "cpu") == "cpu" and not c.call.get("train") and not c.call.get("construct")
              and not c.must_raise and c.key in ctx.ref and (g := ctx.got.get(c.key)) is not None and g.ok
-             and g.has_outputs and not same(c, g, ctx.ref[c.key])]
+             and g.has_outputs and _values_differ(c, g, ctx.ref[c.key], same)]
     return min(wrong, key=size) if wrong else None
+
+
+def _values_differ(case, got, ref, same) -> bool:
+    """Do the returned values differ (not only the side effects, which a trace of values cannot show)?"""
+    from ..run.answer import Answer
+
+    if not ref.has_outputs or len(got.outputs) != len(ref.outputs):
+        return True
+    values = lambda a: Answer.of({"ok": True, "outputs": [a.outputs]})  # noqa: E731 - the outputs alone
+    return not same(case, values(got), values(ref))
 
 
 def call_for(case) -> dict:
@@ -65,7 +75,7 @@ def finding(problem, ctx, case, answer: dict | None) -> list[str]:
         return []
     call = call_for(case)
     ref = Trace.decode(execute(for_reference(call), reference(problem))["trace"])
-    if ref is None:
+    if ref is None or not ref.ops or not got.ops:  # NumPy code, or no operator at all: nothing to align
         return []
     outputs = _output_names(problem, ctx, case)
     given = [fingerprint(t) for a in call["args"] for t in (a if isinstance(a, (tuple, list)) else (a,))
@@ -103,6 +113,11 @@ def finding(problem, ctx, case, answer: dict | None) -> list[str]:
                       f"{_how(ref.prints[at], got.prints[j])}.")
     else:
         lines[-1] += "; none of your tensors has as many entries (or a multiple)."
+    if found.closest is not None and got.prints[found.closest, 0] != ref.prints[at, 0]:
+        uses = sorted({ref.ops[i].split("(")[0].removeprefix("aten.") for i, ps in enumerate(ref.parents) if at in ps})
+        lines[-1] = lines[-1].split("; the closest")[0] + (
+            f"; you form no tensor with its {int(ref.prints[at, 0])} entries (the reference goes on with "
+            f"{', '.join(NOUNS.get(u, u) for u in uses) or 'it as a result'}).")
     return lines
 
 

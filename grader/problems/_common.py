@@ -104,6 +104,15 @@ BOOLEAN_MASK_MISTAKES = (  # problems 6 and 7 share these lines of their referen
                     "weights are multiplied by the mask afterwards.",
             hint="Replace masked scores instead of adding to them: scores.masked_fill(~mask, torch.finfo(scores.dtype).min), "
                  "then multiply the weights by the mask."),
+    Mistake("nan_grad_empty_row", "a -inf additive mask cleaned after the softmax (nan_to_num): NaN gradients on a row "
+            "with no allowed key",
+            ((FILL, "filled = scores + torch.zeros_like(scores).masked_fill(~mask, float('-inf'))"),
+             (MASKED, "weights = torch.nan_to_num(torch.softmax(filled, dim=-1)) * mask")),
+            explain="On a row with no allowed key every score is -inf, the softmax is 0/0 = NaN, and nan_to_num cleans only "
+                    "the forward: the backward of that softmax is still NaN, and in training the NaN reaches every "
+                    "parameter upstream (a padded batch is enough).",
+            hint="Fill masked scores with a finite very negative number (torch.finfo(scores.dtype).min) and multiply the "
+                 "weights by the mask: no NaN in either pass."),
     Mistake("float32_inside", "a float32 step inside a float64 computation",
             ((FILL, "filled = scores.float().masked_fill(~mask, torch.finfo(torch.float32).min).to(scores.dtype)"),),
             explain="Somewhere the scores pass through float32 (a .float(), a float32 constant or tensor, "

@@ -34,6 +34,14 @@ MISTAKES = (
             explain="Each row of P is one softmax over the keys; its Jacobian mixes the entries of that row, so the "
                     "correction sums over the keys (the last axis), one number per query.",
             hint="delta has shape (..., Tq, 1): a sum over the last axis."),
+    Mistake('delta_from_dp', 'D taken as rowsum(dP) instead of rowsum(dO * O) = rowsum(P * dP)',
+            (('delta = (do * o).sum(-1, keepdim=True)', 'delta = dp.sum(-1, keepdim=True)'),),
+            explain="The softmax's backward subtracts, per row, the weighted mean of dP under P: rowsum(P * dP), which equals rowsum(dO * O). The plain row sum of dP weighs every key alike.",
+            hint='delta = (dO * O).sum(-1, keepdim=True) (or (P * dP).sum(-1, keepdim=True)); dS = P * (dP - delta).'),
+    Mistake('softmax_no_max', 'the softmax recomputed without subtracting the row maximum (overflows)',
+            (('m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))', 'm = torch.zeros_like(m)'),),
+            explain='exp of a score of ~1e4 is inf, and inf / inf is NaN: the recomputed P must subtract the row maximum (or use the saved lse) before exp.',
+            hint="p = exp(s - s.amax(-1, keepdim=True)), with a row of no allowed key kept at 0 (or exp(s - lse) with the forward's lse)."),
     Mistake("causal_missing", "the causal mask missing from the backward",
             ((CAUSAL, "allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device)"),),
             explain="The backward must recompute the same P as the forward: with is_causal, future keys get "

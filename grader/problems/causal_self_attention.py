@@ -35,6 +35,10 @@ MISTAKES = (
                     "computed. Caching un-rotated keys gives a cache other decoders cannot use and re-rotates all P+T "
                     "keys at every step.",
             hint="Rotate k for the new positions before concatenating it to the cache."),
+    Mistake('cache_order', 'new keys and values concatenated in front of the cache instead of after it',
+            (('k = torch.cat((cache[0], k), dim=-2)', 'k = torch.cat((k, cache[0]), dim=-2)'), ('v = torch.cat((cache[1], v), dim=-2)', 'v = torch.cat((v, cache[1]), dim=-2)')),
+            explain="The cache holds positions 0..P-1 and the new tokens are P..P+T-1: they go after it. Put first, every key sits at the wrong position, so the causal mask (bottom right) and the next call's cache are wrong.",
+            hint='k = torch.cat((past_k, k), dim=-2); v = torch.cat((past_v, v), dim=-2).'),
     Mistake("values_rotated", "RoPE applied to the values too",
             ((ROPE_K, ROPE_K + "\n        v = apply_rope(v, positions, base=self.rope_base)"),),
             explain="RoPE encodes positions in the scores q . k; the values carry content and are never rotated.",

@@ -40,6 +40,14 @@ MISTAKES = (
             explain="When block_k does not divide Tk the last block is shorter; a loop over whole blocks only never "
                     "reaches the last keys.",
             hint="for k0 in range(0, Tk, block_k): keys[..., k0:k0 + block_k, :] (slicing stops at Tk by itself)."),
+    Mistake('causal_in_block', 'causal mask built from the in-block indices (a lower-triangular tile) instead of the positions',
+            (('allowed = k_pos[None, :] <= q_pos[:, None] + shift', 'allowed = (k_pos - k0)[None, :] <= (q_pos - q0)[:, None]'),),
+            explain="Inside a tile, key j may be attended from query i when j <= i + (Tk - Tq) in absolute positions: k0 + j' <= q0 + i' + shift. A mask made from the tile's own indices (tril of the tile) masks keys that earlier query rows may see, and ignores the bottom-right shift.",
+            hint='k_pos = k0 + arange(bk), q_pos = q0 + arange(bq); allowed = k_pos[None, :] <= q_pos[:, None] + (Tk - Tq).'),
+    Mistake('lse_log2', "lse returned in base 2 (the kernels' exp2 units), not the natural log",
+            (('m + torch.log(l)', '(m + torch.log(l)) * 1.4426950408889634'),),
+            explain='Kernels often work in base 2 (exp2 is faster; scores are premultiplied by log2(e)), so their running max and log-sum are in log2 units: lse must be converted back (times ln 2) before it is returned.',
+            hint='lse = m + log(l) in natural-log units; if you keep m2 = m * log2(e) and log2(l), return (m2 + log2(l)) * ln 2.'),
     Mistake("full_scores", "the full (Tq, Tk) score matrix built (one block for everything)",
             (("    Tk, dv = keys.shape[-2], values.shape[-1]\n",
               "    Tk, dv = keys.shape[-2], values.shape[-1]\n    block_q, block_k = max(Tq, 1), max(Tk, 1)\n"),),
@@ -174,6 +182,7 @@ PROBLEM = Problem(
     inputs=lambda cfg, gen: lead_inputs(cfg, gen, *QKV),
     trailing=_trailing,
     negative=negative_qk,
+    traced=False,  # the learner tiles its own way: its block-level tensors are no stages of the reference's tiling
     options={  # each check's options (the check units in judge/checks/ declare them)
         "memory": {
             "calls": _memory,

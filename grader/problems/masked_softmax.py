@@ -42,6 +42,16 @@ MISTAKES = (
                     'are multiplied by the mask afterwards.',
             hint='Replace masked scores instead of adding to them: scores.masked_fill(~keep, torch.finfo(scores.dtype).min), '
                  'then multiply by the mask.'),
+    Mistake("nan_grad_empty_row", "a -inf additive mask cleaned after the softmax (nan_to_num): NaN gradients on a row "
+            "with no valid key",
+            (("filled = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)",
+              "filled = scores + torch.zeros_like(scores).masked_fill(~keep, float('-inf'))"),
+             (LAST, "return torch.nan_to_num(torch.softmax(filled, dim=-1)) * keep")),
+            explain='On a row with valid_len == 0 every score is -inf, the softmax is 0/0 = NaN, and nan_to_num cleans only '
+                    'the forward: the backward of that softmax is still NaN, and in training the NaN reaches every '
+                    'parameter upstream (a padded batch is enough).',
+            hint='Fill masked scores with a finite very negative number (torch.finfo(scores.dtype).min) and multiply by the '
+                 'mask: no NaN in either pass.'),
     Mistake("mask_after_softmax", "mask applied after the softmax without renormalising",
             ((LAST, "return torch.softmax(scores, dim=-1) * keep"),),
             explain='The softmax ran over every key and the mask only zeroed the masked weights afterwards, so the valid weights no longer sum to 1.',

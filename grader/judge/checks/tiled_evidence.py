@@ -1,5 +1,6 @@
 """What the general calls show of tiled and backward code, in words, where no catalogued mistake is named: lse off by
-a factor of ln 2, rows that have allowed keys coming back exactly 0, errors only when block_q != block_k, errors only
+a factor of ln 2, rows that have allowed keys coming back exactly 0, errors only when block_q != block_k or only with a
+partial last block, errors only
 on rows whose maximum score lies in a later key block (the running max rises: the rescale), gradient errors
 confined to one of dQ, dK, dV. Each reads the calls' own results; none names a mistake."""
 from __future__ import annotations
@@ -72,17 +73,40 @@ def _blocks_unequal(problem, ctx) -> list[str]:
     if "block_q" not in names or "block_k" not in names:
         return []
     iq, ik = names.index("block_q"), names.index("block_k")
-    right, wrong = set(), set()
+    right, wrong, partial = set(), set(), False
     for case, got, ref in _pairs(ctx):
         args = case.call["args"]
         if len(args) <= max(iq, ik):
             continue
         equal = args[iq] == args[ik]
-        (right if all(_close(g, r).all() for g, r in zip(got, ref)) else wrong).add(equal)
-    if wrong == {False} and True in right:
+        ok = all(_close(g, r).all() for g, r in zip(got, ref))
+        (right if ok else wrong).add(equal)
+        partial |= ok and equal and bool(args[0].shape[-2] % args[iq]) and bool(args[1].shape[-2] % args[ik])
+    if wrong == {False} and partial:  # equal blocks are right with partial blocks on both axes too
         return ["only calls with block_q != block_k go wrong: one block size is used for the other axis somewhere "
                 "(a loop bound, a slice, a mask's offset)"]
     return []
+
+
+def _partial_blocks(problem, ctx) -> list[str]:
+    """Only calls whose last key (or query) block is partial go wrong."""
+    names = problem.arg_names
+    lines = []
+    for arg, at, axis in (("block_k", 1, "key"), ("block_q", 0, "query")):
+        if arg not in names:
+            continue
+        i = names.index(arg)
+        right, wrong = set(), set()
+        for case, got, ref in _pairs(ctx):
+            args = case.call["args"]
+            block = args[i] if len(args) > i else problem.call_defaults.get(arg, 64)
+            partial = bool(args[at].shape[-2] % block)
+            (right if all(_close(g, r).all() for g, r in zip(got, ref)) else wrong).add(partial)
+        if wrong == {True} and True in right | wrong and False in right:
+            T = "Tk" if axis == "key" else "Tq"
+            lines.append(f"only calls whose last {axis} block is partial ({arg} does not divide {T}) go wrong: the "
+                         f"last, shorter {axis} block is dropped or mishandled")
+    return lines
 
 
 def _max_rises(problem, ctx) -> list[str]:
@@ -127,4 +151,4 @@ def _one_gradient(problem, ctx) -> list[str]:
 
 def evidence(problem, ctx) -> list[str]:
     """Each detector's line, in order."""
-    return [line for f in (_lse_base, _zero_rows, _blocks_unequal, _max_rises, _one_gradient) for line in f(problem, ctx)]
+    return [line for f in (_lse_base, _zero_rows, _blocks_unequal, _partial_blocks, _max_rises, _one_gradient) for line in f(problem, ctx)]
