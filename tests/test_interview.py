@@ -167,6 +167,11 @@ def _fake_report() -> Report:
 
 
 def test_the_summary_by_concept_reads_the_checks():
+    from attnkit.judge.registry import CHECKS
+    from attnkit.problems import ORDER
+
+    for rules in CONCEPTS.values():  # the map names registered checks and known problems only
+        assert all(cid in CHECKS and set(where or ()) <= set(ORDER) for cid, where in rules), rules
     found = concept_checks(_fake_report())
     assert set(found) == set(CONCEPTS)
     by = {name: sorted((pid, c.id, c.status) for pid, c in v) for name, v in found.items()}
@@ -254,3 +259,14 @@ def test_a_timed_interview_end_to_end(tmp_path):
     assert [i for i in ids if i in SECTIONS] == SECTIONS, ids
     assert {"problem-masked_softmax", "problem-additive_attention", "problem-luong_attention"} <= set(ids)
     assert "<script" not in dom and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+
+
+def test_a_log_time_that_is_no_real_time_is_said_so():
+    """The attempt log's form with month 13: the candidate's data, shown as such, never a traceback."""
+    from attnkit.report.attempts import clock_section
+    from attnkit.report.doc import markdown as render
+
+    clock = Clock(datetime(2026, 11, 24, 10, 0, tzinfo=timezone.utc), 30)
+    log = {"runs": [("2026-13-45T99:99:99Z", ["masked_softmax"], [])], "ignored": 0}
+    text = render("t", clock_section(clock, log, {"masked_softmax": "masked_softmax"}, datetime.now(timezone.utc)))
+    assert "2026-13-45T99:99:99Z (not a real time; as the candidate's machine claims)" in text

@@ -71,7 +71,10 @@ class Clock:
 
     def at(self, time: str) -> str:
         """'+12 min' (after the start), and ', after time ran out' where it is past the limit."""
-        t = datetime.strptime(time, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        try:
+            t = datetime.strptime(time, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        except ValueError:  # the log's form, but no real time (month 13): the candidate's data
+            return "not a real time"
         late = self.deadline is not None and t > self.deadline
         return f"{(t - self.started).total_seconds() / 60:+.0f} min" + (", after time ran out" if late else "")
 
