@@ -18,7 +18,7 @@ from attnkit.defaults import DEFAULT_SEED, variant_seed
 from attnkit.integrations.bundle import records_dir
 from attnkit.report.attempts import Clock
 from attnkit.report.concepts import CONCEPTS, concept_checks
-from attnkit.report.interview import MAX_FILE, Extras, html, markdown, sources
+from attnkit.report.interview import MAX_CODE, MAX_FILE, Extras, html, markdown, sources
 from attnkit.results import CheckResult, ProblemResult, Report
 from test_class_report import CHROMIUM
 from test_hiring_and_scale import attnkit, run_public
@@ -195,6 +195,12 @@ def test_the_candidates_code_is_bounded_and_never_follows_a_link(tmp_path):
     assert got["masked_softmax"][1].endswith("(cut)")
     assert got["additive_attention"] == (None, "not a plain file: not shown")
     assert got["luong_attention"] == (None, "no file")
+    for pid in ("multihead_attention", "rope", "flash_attention", "attention_backward", "causal_self_attention"):
+        (tmp_path / f"{pid}.py").write_text("y = 2\n" * MAX_FILE)
+    more = sources(tmp_path, ["masked_softmax", "multihead_attention", "rope", "flash_attention", "attention_backward",
+                              "causal_self_attention"])
+    assert sum(len(t or "") for _, t, _ in more) < MAX_CODE + 500  # bounded in all
+    assert more[-1] == ("causal_self_attention", None, "not shown: the report holds at most 100,000 characters of code")
     text = markdown(_fake_report(), "x", ["grade"], Extras(code=[(p, t, n) for p, (t, n) in got.items()]))
     block = text.split("### `masked_softmax`: masked_softmax.py (cut)\n\n")[1]
     fence = block.split("\n", 1)[0]

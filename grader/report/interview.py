@@ -54,6 +54,9 @@ def sources(impl: Path, problem_ids: list[str]) -> list[tuple[str, str | None, s
     out, left = [], MAX_CODE
     for pid in problem_ids:
         path = Path(impl) / f"{pid}.py"
+        if left <= 0:
+            out.append((pid, None, f"not shown: the report holds at most {MAX_CODE:,} characters of code"))
+            continue
         if path.is_symlink() or (path.exists() and not path.is_file()):
             out.append((pid, None, "not a plain file: not shown"))
             continue
@@ -67,8 +70,6 @@ def sources(impl: Path, problem_ids: list[str]) -> list[tuple[str, str | None, s
         shown = clean(text, min(MAX_FILE, left))
         left -= min(len(text), MAX_FILE)
         out.append((pid, shown, f"{pid}.py" + (" (cut)" if len(shown) < len(text) else "")))
-        if left <= 0:
-            break
     return out
 
 
