@@ -38,12 +38,6 @@ class Scope:
     verified: bool = False
     record: Path | None = None
 
-    @property
-    def deadline(self) -> datetime | None:
-        from datetime import timedelta
-
-        return self.started + timedelta(minutes=self.minutes) if self.started and self.minutes else None
-
 
 def records_dir() -> Path:
     """Where the interviewer's records live: $ATTNKIT_HOME/interviews, else $XDG_DATA_HOME/attnkit/interviews, else
