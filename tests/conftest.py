@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("ATTNKIT_SANDBOX", "off")
+# the interviewers' records that export writes (integrations/bundle.py) go here, never to the real home; removed at the
+# end of the session
+HOME = os.environ["ATTNKIT_HOME"] = tempfile.mkdtemp(prefix="attnkit-test-home-")
 
 from attnkit import ROOT  # noqa: E402
 from attnkit.grading import grade  # noqa: E402
 from attnkit.run.jail import unusable  # noqa: E402
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(HOME, ignore_errors=True)
 
 
 def pytest_configure(config):

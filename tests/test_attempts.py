@@ -7,11 +7,17 @@ import os
 import zipfile
 
 from conftest import SOLUTIONS, needs_bwrap
-from attnkit.report.attempts import MAX_BYTES, read, timeline
+from attnkit.report.attempts import MAX_BYTES, read, timeline as blocks
+from attnkit.report.doc import markdown
 from test_hiring_and_scale import attnkit, run_public
 
 KNOWN = {"masked_softmax": "masked_softmax", "luong_attention-dot": "luong_attention",
          "luong_attention-general": "luong_attention"}
+
+
+def timeline(log, known) -> str:
+    """The timeline's section as the Markdown report renders it."""
+    return markdown("report", blocks(log, known))
 
 
 def test_every_run_of_the_public_checks_is_logged_in_the_submission(tmp_path):
@@ -59,7 +65,7 @@ def test_a_hostile_log_is_filtered_and_counted(tmp_path):
     (tmp_path / "attempts.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n{broken\n")
     log = read(tmp_path, KNOWN)
     assert log["ignored"] == 4 and [r[0] for r in log["runs"]] == ["2026-11-24T10:00:00Z", "2026-11-24T10:09:00Z"]
-    text = "\n".join(timeline(log, KNOWN))
+    text = timeline(log, KNOWN)
     assert "<img" not in text and "onerror" not in text and "yesterday" not in text
     assert "4 line(s) of the log were not in the form the bundle writes" in text
     assert "`masked_softmax`: its public checks first all passed at 2026-11-24T10:00:00Z" in text
@@ -71,9 +77,9 @@ def test_a_huge_or_linked_log_is_bounded(tmp_path):
     (tmp_path / "attempts.jsonl").write_text(entry * (MAX_BYTES // len(entry) + 100))
     log = read(tmp_path, KNOWN)
     assert log["ignored"] >= 1 and len(log["runs"]) <= MAX_BYTES // len(entry) + 1
-    assert "| ... |" in "\n".join(timeline(log, KNOWN))  # a long log is shortened in the report
+    assert "| ... |" in timeline(log, KNOWN)  # a long log is shortened in the report
     (tmp_path / "attempts.jsonl").unlink()
     (tmp_path / "secret").write_text(entry)
     os.symlink(tmp_path / "secret", tmp_path / "attempts.jsonl")
     assert read(tmp_path, KNOWN) is None  # a link could point anywhere on the interviewer's machine
-    assert "No attempt log came with the submission" in "\n".join(timeline(None, KNOWN))
+    assert "No attempt log came with the submission" in timeline(None, KNOWN)

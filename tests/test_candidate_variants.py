@@ -3,6 +3,7 @@ inputs whose seed comes from NAME; the reports record it; without --variant noth
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import torch
@@ -52,8 +53,13 @@ def test_export_with_a_variant_names_it_to_the_interviewer_only(tmp_path):
     plain, named = tmp_path / "plain", tmp_path / "named"
     assert attnkit("export", str(plain), "--problems", "masked").returncode == 0
     r = attnkit("export", str(named), "--problems", "masked", "--variant", "alice-2026")
-    assert r.returncode == 0 and "attnkit grade --impl submission.zip --variant alice-2026" in r.stdout
+    assert r.returncode == 0 and "alice" not in r.stdout.split("kept the interviewer's record")[1].split("\n", 1)[1]
+    record = Path(r.stdout.split("kept the interviewer's record (problems, variant, start time) in ")[1].split()[0])
+    assert json.loads(record.read_text())["variant"] == "alice-2026"  # only the interviewer's record names it
     files = sorted(p.relative_to(plain) for p in plain.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(named) for p in named.rglob("*") if p.is_file())
     for f in files:  # the candidate's copy never names the variant: with the public kit, the name gives the seed
-        assert (plain / f).read_bytes() == (named / f).read_bytes()
+        if f.name == "bundle.json":  # its own id and start time: never the variant
+            assert "alice" not in (named / f).read_text() and "variant" not in (named / f).read_text()
+        else:
+            assert (plain / f).read_bytes() == (named / f).read_bytes()

@@ -65,7 +65,7 @@ def test_a_hostile_name_stays_text_in_the_interviewers_report(name):
     tags = rendered_tags(text)
     names = [t for t, _ in tags]
     assert names.count("h1") == 1 and not {"a", "img", "script"} & set(names), names
-    assert sum(1 for t, _ in tags if t == "table") == 2  # the report's own: problems, and one problem's checks
+    assert sum(1 for t, _ in tags if t == "table") == 3  # the report's own: problems, concepts, one problem's checks
     span = code(name)
     assert f"- Submission: {span}" in text and f"(variant {span})" in text
     assert "\n" not in span

@@ -122,6 +122,13 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--variant", metavar="NAME", type=variant_name,
                    help="a variant of the hidden inputs for this candidate (grade with the same --variant NAME)")
     e.set_defaults(run=cmd_export)
+    iv = sub.add_parser("interview", help="a timed mock interview: a bundle whose clock starts now")
+    iv.add_argument("action", choices=["start"])
+    iv.add_argument("directory", metavar="DIR", nargs="?", default="interview", help="where (default: interview/)")
+    iv.add_argument("--problems", metavar="ID,...", help="which problems (default: all); a unique prefix works")
+    iv.add_argument("--minutes", type=positive(int), default=45, help="the time limit (default 45)")
+    iv.add_argument("--variant", metavar="NAME", type=variant_name, help="as for export")
+    iv.set_defaults(run=cmd_export)
     c = sub.add_parser("course", help="for instructors: make an nbgrader course")
     c.add_argument("action", choices=["init"])
     c.add_argument("directory", metavar="DIR")

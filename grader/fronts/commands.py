@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 import tempfile
 from pathlib import Path
 
 from .options import BadInput, default_impl
+from .scoped import report_argv, report_extras, scoped
 from .requests import (BatchRequest, ClassReportRequest, ClassroomRequest, ClusterRequest, CourseRequest, DevAction,
                        DevRequest, ExportRequest, GradeRequest, GradescopeAction, GradescopeRequest, Sandbox,
                        SimilarityRequest, need_matplotlib)
@@ -28,8 +28,9 @@ def cmd_grade(request: GradeRequest) -> int:
     out, md, junit = request.json, request.report, request.junit
     plots = _plots_dir(request.plots) if request.plots else None
     try:
+        request, scope = scoped(request, impl)
         report = _grade_in_pytest(request, impl, junit) if junit else _grade_here(request, impl)
-        attempts = _attempts(impl, report) if md else None  # read before a zip's folder is removed
+        extras = report_extras(impl, report, scope) if md else None  # read before a zip's folder is removed
     finally:
         if unpacked:
             unpacked.cleanup()
@@ -47,8 +48,7 @@ def cmd_grade(request: GradeRequest) -> int:
     if md:
         from ..report.interview import write
 
-        write(report, md, str(request.impl), ["grade", *sys.argv[2:]] if sys.argv[1:2] == ["grade"] else ["grade"],
-              attempts)
+        write(report, md, str(request.impl), report_argv(request), extras)
         print(f"interviewer's report: {md}")
     if plots:
         from ..report.plots import write_plots
@@ -56,17 +56,6 @@ def cmd_grade(request: GradeRequest) -> int:
         for path in write_plots(report, plots):
             print(f"plot: {path}")
     return exit_code(report)
-
-
-def _attempts(impl, report) -> list[str]:
-    """The attempt log's section of the interviewer's report: the public checks' runs, as the candidate's machine
-    logged them."""
-    from ..integrations.public import cases
-    from ..problems import get
-    from ..report.attempts import read, timeline
-
-    known = {c["id"]: p.id for p in map(get, (p.id for p in report.problems)) for c in cases(p)}
-    return timeline(read(impl, known), known)
 
 
 def _grade_here(request: GradeRequest, impl):
@@ -213,11 +202,14 @@ def cmd_classroom(request: ClassroomRequest) -> int:
 def cmd_export(request: ExportRequest) -> int:
     from ..integrations.export import export
 
-    for path in export(request.directory, list(request.problems), request.variant):
+    written, record = export(request.directory, list(request.problems), request.variant, request.minutes)
+    for path in written:
         print(f"wrote {path}")
-    variant = f" --variant {shlex.quote(request.variant)}" if request.variant is not None else ""
-    print(f"give the candidate {request.directory}; grade what comes back with `attnkit grade --impl submission.zip"
-          f"{variant} --report report.md`")
+    clock = f"; the clock started now: {request.minutes} minutes" if request.minutes else ""
+    print(f"kept the interviewer's record (problems, variant, start time) in {record}{clock}")
+    print(f"give the candidate {request.directory} (or work in it yourself: `cd {shlex.quote(str(request.directory))}"
+          f" && pytest test_public.py`); grade what comes back with `attnkit grade --impl submission.zip --report "
+          "report.html` (it grades the bundle's problems and variant on its own)")
     return 0
 
 

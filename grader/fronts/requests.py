@@ -52,6 +52,7 @@ class GradeRequest:
     junit: Path | None
     plots: str | None  # a folder, made (and matplotlib checked) when the command runs
     lang: str | None = None
+    seed_given: bool = False  # --seed or --variant typed: a bundle's recorded variant does not replace it
 
 
 @dataclass(frozen=True)
@@ -177,12 +178,13 @@ class ClassroomRequest:
 
 @dataclass(frozen=True)
 class ExportRequest:
-    """`attnkit export DIR`."""
+    """`attnkit export DIR`, and `attnkit interview start [DIR]` (with a clock: `minutes`)."""
 
     directory: str
     problems: tuple[str, ...]  # every problem by default
     variant: str | None
     lang: str | None = None
+    minutes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -239,7 +241,8 @@ def _grade(a) -> GradeRequest:
         variant=a.variant, timeout=a.timeout if a.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(a),
         sandbox=sandbox, json=json_path(a.json) if a.json else None,
         report=json_path(a.report, "--report") if a.report else None,
-        junit=json_path(a.junit, "--junit") if a.junit else None, plots=a.plots or None, lang=a.lang)
+        junit=json_path(a.junit, "--junit") if a.junit else None, plots=a.plots or None, lang=a.lang,
+        seed_given=seed is not None)
 
 
 def _batch(a) -> BatchRequest:
@@ -297,7 +300,10 @@ def _gradescope(a) -> GradescopeRequest:
 def _export(a) -> ExportRequest:
     from ..problems import ORDER
 
-    return ExportRequest(a.directory, _problems(a.problems) or tuple(ORDER), a.variant, a.lang)
+    minutes = getattr(a, "minutes", None)
+    if minutes is not None and minutes > 24 * 60:
+        raise BadInput(f"--minutes {minutes}: at most a day (1440)")
+    return ExportRequest(a.directory, _problems(a.problems) or tuple(ORDER), a.variant, a.lang, minutes)
 
 
 def _dev(a) -> DevRequest:
@@ -348,6 +354,7 @@ _RESOLVERS = {
     "gradescope": _gradescope,
     "classroom": lambda a: ClassroomRequest(a.directory, a.kit, a.lang),
     "export": _export,
+    "interview": _export,
     "course": lambda a: CourseRequest(a.directory, a.lang),
     "dev": _dev,
 }

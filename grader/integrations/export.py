@@ -1,111 +1,25 @@
-"""attnkit export DIR: a candidate bundle with stubs, a README and visible checks; nothing hidden."""
+"""attnkit export DIR and attnkit interview start: a candidate bundle with stubs, a README and visible checks (nothing
+hidden), a manifest naming its scope, and the interviewer's record of it (bundle.py), kept on this machine."""
 from __future__ import annotations
 
 import inspect
+import json
 from pathlib import Path
 
 from ..judge import public_checks
 from ..errors import BadInput
 from ..problems import get
+from .bundle import MANIFEST, keep, new
+from .bundle_files import CONFTEST, PACKAGE, PYTEST_INI, STUB_HEADER, TEST_BODY, TEST_HEADER, readme
 from .public import cases
 from ..model.stubs import render
 
-PACKAGE = "submission"
 
-TEST_HEADER = '''"""Public checks for your submission: shapes and weight sums on one fixed example per problem.
-
-Run them with `pytest test_public.py` (only torch, numpy and pytest are needed). Passing them says
-your code runs and has the right shapes; the interviewer's hidden grading checks much more
-(masking, gradients, numerical parity, stability, dropout, ...).
-"""
-import importlib
-
-import pytest
-'''
-
-TEST_BODY = '''
-
-CASES = {cases!r}
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_shapes_and_weight_sums(case):
-    target = getattr(importlib.import_module(f"{package}.{{case['module']}}"), case["symbol"])
-    problems = fixed_example_problems(target, case["ctor"], case["inputs"], case["outputs"], case["mask"],
-                                      case["trailing"], case["numpy"], case["weights_at"])
-    assert not problems, "; ".join(problems)
-'''
-
-
-CONFTEST = '''"""Logs each run of the public checks in submission/attempts.jsonl, which goes back with submission.zip: the
-time (UTC) and which checks passed. Your interviewer sees it as a timeline of your attempts."""
-import json
-import time
-from pathlib import Path
-
-LOG = Path(__file__).resolve().parent / "submission" / "attempts.jsonl"
-_OUTCOMES = {}
-
-
-def pytest_runtest_logreport(report):
-    if "[" in report.nodeid and (report.when == "call" or report.outcome != "passed"):
-        _OUTCOMES[report.nodeid.rsplit("[", 1)[1].rstrip("]")] = report.passed and report.when == "call"
-
-
-def pytest_sessionfinish(session):
-    if not _OUTCOMES or not LOG.parent.is_dir():
-        return
-    entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             "passed": sorted(c for c, ok in _OUTCOMES.items() if ok),
-             "failed": sorted(c for c, ok in _OUTCOMES.items() if not ok)}
-    try:
-        with open(LOG, "a") as log:
-            log.write(json.dumps(entry) + "\\n")
-    except OSError:
-        pass
-'''
-
-
-def _readme(problems) -> str:
-    rows = "\n".join(f"| `{PACKAGE}/{p.id}.py` | `{p.symbol}` | {p.summary} |" for p in problems)
-    return f"""# Attention mechanisms: coding exercise
-
-Implement the stubs in `{PACKAGE}/`. Each file's docstrings give the math, the exact
-signature, the parameter names and every shape; keep them as they are.
-
-| file | implement | what it does |
-|---|---|---|
-{rows}
-
-## Rules
-
-- Python and PyTorch only; no other libraries. Modules reuse each other with relative imports
-  (`from .masked_softmax import masked_softmax`).
-- Keep the names and signatures; create exactly the parameters the docstrings list.
-- Work on whatever device and dtype the inputs are on; never modify an input in place.
-- Do not call `torch.nn.functional.scaled_dot_product_attention` or `torch.nn.MultiheadAttention`.
-
-## Check your work
-
-```bash
-pip install torch numpy pytest
-pytest test_public.py
-```
-
-The public checks only cover shapes and weight sums on one example. Your submission is
-graded with hidden checks on masking, gradients, numerical agreement, stability and more.
-Each run of the public checks adds a line to `{PACKAGE}/attempts.jsonl` (the time, and which
-checks passed); it goes back with your submission and your interviewer sees it.
-
-## Submit
-
-Zip the `{PACKAGE}` folder (`zip -r submission.zip {PACKAGE}`) and send it back.
-"""
-
-
-def export(directory, problem_ids: list[str], variant: str | None = None) -> list[Path]:
-    """The bundle for one candidate. `variant`: the name whose seed grades this candidate (`attnkit grade --variant`);
-    it is the interviewer's to keep: nothing in the bundle names it (with the public kit, the name gives the seed)."""
+def export(directory, problem_ids: list[str], variant: str | None = None,
+           minutes: int | None = None) -> tuple[list[Path], Path]:
+    """The bundle for one candidate, and the path of the interviewer's record of it. `variant`: the name whose seed
+    grades this candidate; it is the interviewer's to keep: only the record names it (with the public kit, the name
+    gives the seed). `minutes`: the time limit of a timed interview, counted from now."""
     problems = [get(pid) for pid in problem_ids]
     missing = sorted({r for p in problems for r in p.requires} - set(problem_ids))
     if missing:
@@ -114,12 +28,14 @@ def export(directory, problem_ids: list[str], variant: str | None = None) -> lis
     root = Path(directory)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise BadInput(f"{directory} exists and is not empty: choose a new directory (nothing is overwritten)")
-    files = {f"{PACKAGE}/__init__.py": "", "README.md": _readme(problems), "conftest.py": CONFTEST}
-    files.update({f"{PACKAGE}/{p.id}.py": render(p) for p in problems})
+    scope, manifest = new(problem_ids, variant, minutes)
+    files = {f"{PACKAGE}/__init__.py": "", f"{PACKAGE}/{MANIFEST}": json.dumps(manifest, indent=1) + "\n",
+             "README.md": readme(problems, minutes), "conftest.py": CONFTEST, "pytest.ini": PYTEST_INI}
+    files.update({f"{PACKAGE}/{p.id}.py": render(p, STUB_HEADER) for p in problems})
     checks = inspect.getsource(public_checks).split('"""', 2)[2].lstrip("\n")  # drop the module docstring
-    test = TEST_HEADER + checks.replace("import torch\n", "import torch\n", 1) + TEST_BODY.format(
+    files["test_public.py"] = TEST_HEADER + checks + TEST_BODY.format(
         cases=[c for p in problems for c in cases(p)], package=PACKAGE)
-    files["test_public.py"] = test
+    record = keep(scope)  # first: a bundle is never handed out without its record
     written = []
     try:
         for name, text in files.items():
@@ -129,4 +45,4 @@ def export(directory, problem_ids: list[str], variant: str | None = None) -> lis
             written.append(path)
     except OSError as exc:
         raise BadInput(f"cannot write the bundle in {directory}: {exc.strerror}") from None
-    return written
+    return written, record

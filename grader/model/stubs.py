@@ -32,8 +32,10 @@ def _method(method: Method, indent: str, name: str) -> str:
     )
 
 
-def render(problem: Problem) -> str:
-    out = HEADER.format(title=problem.title, id=problem.id) + "\n" + problem.imports
+def render(problem: Problem, header: str = HEADER) -> str:
+    """The stub; `header`: its module docstring, formatted with the problem's title and id (a candidate bundle's
+    tells the bundle's own commands)."""
+    out = header.format(title=problem.title, id=problem.id) + "\n" + problem.imports
     if not problem.is_module:
         return out + "\n\n" + _method(problem.methods[0], "", f"{problem.id}: not started")
     out += f"\n\nclass {problem.symbol}(nn.Module):\n    \"\"\"{problem.class_doc}\"\"\"\n"

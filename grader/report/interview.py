@@ -1,15 +1,36 @@
-"""The interviewer's report (markdown): scores, checks, recognised mistakes, how to reproduce."""
+"""The interviewer's report, in Markdown or as one HTML page (doc.py renders both from the same blocks): scores,
+a summary by concept, checks, recognised mistakes, the interview's clock, the attempt log, the candidate's code and
+how to reproduce the grading."""
 from __future__ import annotations
 
 import platform
 import shlex
 import subprocess
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import ROOT
-from ..run.inbox import clean, one_line
+from ..run.inbox import clean
 from ..run.sandbox import isolation
+from .attempts import Clock, clock_section, timeline
+from .concepts import summary
+from .doc import Bullets, Code, Fence, Heading, Para, Strong, Table, code, fenced, markdown as render_md, page
+
+__all__ = ["Extras", "code", "fenced", "markdown", "html", "sources", "write"]
+TITLE = "attnkit grading report"
+MAX_FILE = 20_000  # characters of each of the candidate's files shown
+MAX_CODE = 100_000  # in all
+
+
+@dataclass
+class Extras:
+    """What the report shows beyond the grading, read from the submission before its folder goes: the attempt log
+    ((log, public check id -> problem id), report/attempts.py), the candidate's files (`sources`), the clock."""
+
+    attempts: tuple | None = None
+    code: list | None = None
+    clock: Clock | None = None
 
 
 def _kit_version() -> str:
@@ -27,80 +48,106 @@ def _kit_version() -> str:
     return f"{v}" + (f" (commit {rev})" if rev else "")
 
 
-def markdown(report, submission: str, argv: list[str], attempts: list[str] | None = None) -> str:
-    """The report; `attempts`: the attempt log's section (report/attempts.py), for a candidate's bundle."""
+def sources(impl: Path, problem_ids: list[str]) -> list[tuple[str, str | None, str]]:
+    """(problem id, the text of its file or None, a note) for each problem: read as hostile data (no link followed,
+    control characters dropped, at most MAX_FILE characters each and MAX_CODE in all)."""
+    out, left = [], MAX_CODE
+    for pid in problem_ids:
+        path = Path(impl) / f"{pid}.py"
+        if left <= 0:
+            out.append((pid, None, f"not shown: the report holds at most {MAX_CODE:,} characters of code"))
+            continue
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            out.append((pid, None, "not a plain file: not shown"))
+            continue
+        try:
+            with open(path, "rb") as f:
+                data = f.read(min(MAX_FILE, left) * 4 + 1)
+        except OSError:
+            out.append((pid, None, "no file"))
+            continue
+        text = data.decode("utf-8", "replace")
+        shown = clean(text, min(MAX_FILE, left))
+        left -= min(len(text), MAX_FILE)
+        out.append((pid, shown, f"{pid}.py" + (" (cut)" if len(shown) < len(text) else "")))
+    return out
+
+
+def blocks(report, submission: str, argv: list[str], extras: Extras | None = None) -> list:
+    """The report as doc.py's blocks."""
     import torch
 
-    lines = [
-        "# attnkit grading report", "",
-        f"- Submission: {code(submission)}",
-        f"- Score: **{report.score:g} / {report.max_score:g}**",
-        f"- Graded: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} with attnkit {_kit_version()}, "
-        f"Python {platform.python_version()}, torch {torch.__version__}, "
+    extras = extras or Extras()
+    now = datetime.now(timezone.utc)
+    seed = [f"Isolation: {isolation(report.sandbox)}; hidden inputs seed {report.seed}"]
+    if report.variant:
+        seed += [" (variant ", Code(report.variant), ")"]
+    out = [Bullets([
+        ["Submission: ", Code(submission)],
+        ["Score: ", Strong(f"{report.score:g} / {report.max_score:g}")],
+        f"Graded: {now.strftime('%Y-%m-%d %H:%M UTC')} with attnkit {_kit_version()}, Python "
+        f"{platform.python_version()}, torch {torch.__version__}, "
         f"{'CUDA' if report.devices.get('cuda') else 'CPU only (CUDA checks skipped, not counted)'}",
-        f"- Isolation: {isolation(report.sandbox)}; hidden inputs seed {report.seed}"
-        + (f" (variant {code(report.variant)})" if report.variant else ""), "",
-        "| problem | status | score |", "|---|---|---|",
-    ]
-    lines += [f"| `{p.id}` | {p.status.replace('_', ' ')} | {p.score:g} / {p.max_score:g} |" for p in report.problems]
-    mistakes = [(p.id, c.id, c.mistake) for p in report.problems for c in p.checks if c.mistake]
-    lines += ["", "## Recognised mistakes", ""]
-    if mistakes:
-        seen = {}
-        for pid, cid, mid in mistakes:
-            seen.setdefault((pid, mid), []).append(cid)
-        lines += [f"- `{pid}`: **{mid}** (checks: {', '.join(cids)})" for (pid, mid), cids in seen.items()]
-    else:
-        lines.append("None recognised." if any(p.status == "failed" for p in report.problems) else "None: nothing failed.")
+        seed]),
+        Table(["problem", "status", "score"], [[Code(p.id), p.status.replace("_", " "), f"{p.score:g} / {p.max_score:g}"]
+                                              for p in report.problems]),
+        *summary(report), Heading("Recognised mistakes", "mistakes")]
+    seen = {}
     for p in report.problems:
-        lines += ["", f"## `{p.id}`: {p.score:g} / {p.max_score:g}", "", "| check | result | points |", "|---|---|---|"]
-        lines += [f"| {c.id} | {c.status} | {'-' if c.status == 'skipped' else f'{c.score:g} / {c.max_score:g}'} |"
-                  for c in p.checks]
-        if p.uses:  # read from the source, for the interviewer to judge (judge/scan/)
-            lines += ["", "What the code uses that the grader watches for (read from its source):", ""]
-            lines += [f"- {code(u.file)} line {u.line}: {u.what}{' (refused by this contract)' if u.refused else ''}"
-                      for u in p.uses]
-        failed = [c for c in p.checks if c.status in ("failed", "error")]
-        if p.status == "not_started" and failed:
-            lines += ["", "Not started:", "", *fenced(failed[0].message.removeprefix("not started: "))]
-        else:
-            for c in failed:
-                lines += ["", f"**{c.id}**", "", *fenced(c.message)]
-    lines += ["", *attempts] if attempts else []
+        for c in p.checks:
+            if c.mistake:
+                seen.setdefault((p.id, c.mistake), []).append(c.id)
+    if seen:
+        out.append(Bullets([[Code(pid), ": ", Strong(mid), f" (checks: {', '.join(cids)})"]
+                            for (pid, mid), cids in seen.items()]))
+    else:
+        out.append(Para("None recognised." if any(p.status == "failed" for p in report.problems) else
+                        "None: nothing failed."))
+    for p in report.problems:
+        out += _problem(p)
+    out += clock_section(extras.clock, extras.attempts[0] if extras.attempts else None,
+                         extras.attempts[1] if extras.attempts else {}, now)
+    if extras.attempts:
+        out += timeline(*extras.attempts, extras.clock)
+    if extras.code is not None:
+        out += [Heading("The candidate's code", "code"),
+                Para("Each problem's file as it came back (the candidate's text, shown as it is, never run here):")]
+        for pid, text, note in extras.code:
+            out += [Heading([Code(pid), f": {note}"], f"code-{pid}", 3)] + ([Fence(text, "python")] if text else [])
     argv = argv if "--seed" in argv or "--variant" in argv else [*argv, "--seed", str(report.seed)]
     command = clean(" ".join(shlex.quote(a) for a in ["attnkit", *argv]), 2000)  # the path may be the candidate's name
-    lines += ["", "## Reproduce", "", "The hidden inputs are seeded, so this gives the same result:", "",
-              *fenced(command), ""]
-    return "\n".join(lines)
+    return out + [Heading("Reproduce", "reproduce"), Para("The hidden inputs are seeded, so this gives the same result:"),
+                  Fence(command)]
 
 
-def code(text: str, limit: int = 200) -> str:
-    """Text that may be the candidate's (a submission's file name, a variant's name) as an inline code span no text
-    can close or leave: on one line (a line break could start a heading, a list or a table row), without control
-    characters, between backtick runs longer than any inside (CommonMark), padded with a space where it starts or
-    ends with a backtick. Markdown and HTML inside a code span stay literal."""
-    text = one_line(text, limit) or "(none)"
-    ticks = "`" * (max((len(run) for run in _runs(text)), default=0) + 1)
-    pad = " " if text[0] == "`" or text[-1] == "`" else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
+def _problem(p) -> list:
+    out = [Heading([Code(p.id), f": {p.score:g} / {p.max_score:g}"], f"problem-{p.id}"),
+           Table(["check", "result", "points"],
+                 [[c.id, c.status, "-" if c.status == "skipped" else f"{c.score:g} / {c.max_score:g}"]
+                  for c in p.checks])]
+    if p.uses:  # read from the source, for the interviewer to judge (judge/scan/)
+        out += [Para("What the code uses that the grader watches for (read from its source):"),
+                Bullets([[Code(u.file), f" line {u.line}: {u.what}{' (refused by this contract)' if u.refused else ''}"]
+                         for u in p.uses])]
+    failed = [c for c in p.checks if c.status in ("failed", "error")]
+    if p.status == "not_started" and failed:
+        return out + [Para("Not started:"), Fence(failed[0].message.removeprefix("not started: "))]
+    for c in failed:
+        out += [Para(Strong(c.id)), Fence(c.message)]
+    return out
 
 
-def fenced(text: str) -> list[str]:
-    """Text that may hold the learner's words, as a code block no text can close: the fence is longer than any
-    run of backticks inside (CommonMark), so markdown, HTML, images and comments in it stay literal. (Learner text
-    reaches the report cleaned of control characters: run/inbox.py.)"""
-    longest = max((len(run) for run in _runs(text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [fence, text, fence]
+def markdown(report, submission: str, argv: list[str], extras: Extras | None = None) -> str:
+    return render_md(TITLE, blocks(report, submission, argv, extras))
 
 
-def _runs(text: str) -> list[str]:
-    import re
-
-    return re.findall(r"`+", text)
+def html(report, submission: str, argv: list[str], extras: Extras | None = None) -> str:
+    return page(TITLE, blocks(report, submission, argv, extras))
 
 
-def write(report, path: Path, submission: str, argv: list[str], attempts: list[str] | None = None) -> None:
+def write(report, path: Path, submission: str, argv: list[str], extras: Extras | None = None) -> None:
+    """The report at `path`: an HTML page where it ends in .html or .htm, else Markdown."""
     from ..files import atomic_write
 
-    atomic_write(path, markdown(report, submission, argv, attempts))
+    render = html if Path(path).suffix.lower() in (".html", ".htm") else markdown
+    atomic_write(path, render(report, submission, argv, extras))

@@ -1,0 +1,68 @@
+"""`attnkit grade` on a bundle's submission: the scope the bundle carries (integrations/bundle.py) applied to the
+request, and what the interviewer's report shows beyond the grading (its clock, the attempt log, the code)."""
+from __future__ import annotations
+
+import sys
+
+from .requests import GradeRequest
+
+
+def scoped(request: GradeRequest, impl):
+    """The request with the bundle's recorded scope (its problems, its variant) where the submission carries one and
+    the command line did not choose them; says so. (request, the scope or None)."""
+    import dataclasses
+
+    from ..defaults import variant_seed
+    from ..integrations.bundle import describe, scope_of
+    from ..run.inbox import one_line
+
+    scope = scope_of(impl)
+    if scope is None:
+        return request, None
+    print(one_line(describe(scope, str(request.impl)), 2000))
+    changes = {}
+    if request.problems is None:
+        changes["problems"] = scope.problems
+    if not request.seed_given and scope.variant:
+        changes.update(variant=scope.variant, seed=variant_seed(scope.variant))
+    if request.problems is not None or request.seed_given:
+        print("(--problems, --seed or --variant given: they replace the bundle's)")
+    return dataclasses.replace(request, **changes), scope
+
+
+def report_argv(request: GradeRequest) -> list[str]:
+    """The grading command for the report's Reproduce section: as typed, with the bundle's scope made explicit."""
+    argv = ["grade", *sys.argv[2:]] if sys.argv[1:2] == ["grade"] else ["grade"]
+    if request.problems and "--problems" not in argv:
+        argv += ["--problems", ",".join(request.problems)]
+    if request.variant and "--variant" not in argv:
+        argv += ["--variant", request.variant]
+    return argv
+
+
+def _clock(scope):
+    """The interview's clock for the report, from the interviewer's record (None: no record, or no clock)."""
+    from ..report.attempts import Clock
+
+    if scope is None or not scope.verified or scope.started is None:
+        return None
+    return Clock(scope.started, scope.minutes)
+
+
+def _attempts(impl, report):
+    """The attempt log for the interviewer's report: the public checks' runs, as the candidate's machine logged them,
+    and the public check id -> problem id map."""
+    from ..integrations.public import cases
+    from ..problems import get
+    from ..report.attempts import read
+
+    known = {c["id"]: p.id for p in map(get, (p.id for p in report.problems)) for c in cases(p)}
+    return read(impl, known), known
+
+
+def report_extras(impl, report, scope):
+    """The report's extras (report/interview.py), read from the submission before a zip's folder is removed."""
+    from ..report.interview import Extras, sources
+
+    return Extras(attempts=_attempts(impl, report), code=sources(impl, [p.id for p in report.problems]),
+                  clock=_clock(scope))
