@@ -87,10 +87,12 @@ class Recorder(TorchDispatchMode):
                 continue
             self.source[id(t)] = len(self.prints)
             self.keep.append(t)
-            self.prints.append(fingerprint(t))
-            self.metas.append(meta(t))
-            self.ops.append(_args_text(func, args, kwargs))
-            self.parents.append(parents)
+            parts = [t, t.real, t.imag] if t.is_complex() else [t]  # a complex rotation forms cos and sin together
+            for part, suffix in list(zip(parts, ("", ".real", ".imag")))[:self.limit - len(self.prints)]:
+                self.prints.append(fingerprint(part))
+                self.metas.append(meta(part))
+                self.ops.append(_args_text(func, args, kwargs) + suffix)
+                self.parents.append(parents)
         return out
 
 
