@@ -1,9 +1,15 @@
-"""Learner code the catalogue was not written from: fresh implementations of real-world mistakes, in other
-styles than the catalogue's patches (tests/unseen/<problem>__<mistake or none>__<style>.py). Each fails its
-problem, is named right (by symptoms or reproduction), or, where no catalogued mistake fits ("none"), is
-named nothing and described by what the results show. No check ever ends in a grader error."""
+"""Learner code the catalogue was not written from (tests/unseen/). Two kinds of file:
+- <problem>__<mistake or none>__<style>.py: fresh implementations of catalogued mistakes in other styles than the
+  catalogue's patches; each is named right or, where no catalogued mistake fits ("none"), named nothing and
+  described by what the results show;
+- <problem>__<slug>.py: written from the contract alone by someone who never saw the grader (real-world styles: model
+  code, serving code, course solutions); each docstring says the bug and the stage where it departs. A correct one
+  ("BUG: none") passes; a wrong one fails and gets a right name or, with no name, the stage found (the phrase
+  tests/unseen/expected.json gives in its stage finding or evidence), and never a wrong name.
+No check ever ends in a grader error."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,16 +17,25 @@ import pytest
 from conftest import make_impl
 from attnkit.grading import grade
 
-UNSEEN = sorted((Path(__file__).parent / "unseen").glob("*.py"))
+HERE = Path(__file__).parent / "unseen"
+UNSEEN = sorted(HERE.glob("*.py"))
+EXPECTED = {k: v for k, v in json.loads((HERE / "expected.json").read_text()).items() if not k.startswith("_")}
+CATALOGUE = [p for p in UNSEEN if p.stem.count("__") == 2]
+FRESH = [p for p in UNSEEN if p.stem.count("__") == 1]
 
 
-@pytest.mark.parametrize("path", UNSEEN, ids=lambda p: p.stem)
-def test_unseen_mistake_fails_and_is_named_right(tmp_path, path):
-    pid, expected, _ = path.stem.split("__")
+def _graded(tmp_path, path):
+    pid = path.stem.split("__")[0]
     report = grade(make_impl(tmp_path, {f"{pid}.py": path.read_text()}), [pid])
-    result = report.problem(pid)
+    assert report.grader_errors == 0, [c.message for c in report.problem(pid).checks if c.status == "error"]
+    return report.problem(pid)
+
+
+@pytest.mark.parametrize("path", CATALOGUE, ids=lambda p: p.stem)
+def test_unseen_mistake_fails_and_is_named_right(tmp_path, path):
+    _, expected, _ = path.stem.split("__")
+    result = _graded(tmp_path, path)
     assert result.status == "failed"
-    assert report.grader_errors == 0, [c.message for c in result.checks if c.status == "error"]
     failing = [c for c in result.checks if c.status == "failed"]
     named = {c.mistake for c in failing}
     if expected == "none":
@@ -30,9 +45,31 @@ def test_unseen_mistake_fails_and_is_named_right(tmp_path, path):
         assert named == {expected}, {c.id: c.mistake for c in failing}
 
 
-def test_the_unseen_set_covers_the_named_mistakes():
-    stems = [p.stem.split("__") for p in UNSEEN]
+@pytest.mark.parametrize("path", FRESH, ids=lambda p: p.stem)
+def test_fresh_code_gets_the_right_verdict_and_a_right_name_or_stage(tmp_path, path):
+    result = _graded(tmp_path, path)
+    if "BUG: none" in path.read_text():
+        assert result.status == "passed", {c.id: c.message for c in result.checks if c.status != "passed"}
+        return
+    assert result.status == "failed"
+    expect = EXPECTED[path.stem]
+    failing = [c for c in result.checks if c.status == "failed"]
+    named = {c.mistake for c in failing} - {None}
+    assert named <= set(expect["names"]), f"a wrong name: {named}"
+    if not named:
+        said = "\n".join(c.message for c in failing)
+        assert expect.get("stage") and expect["stage"] in said, said[-1500:]
+
+
+def test_the_unseen_sets_cover_the_problems_and_the_llm_track():
+    stems = [p.stem.split("__") for p in CATALOGUE]
     assert len(stems) >= 15
     assert {m for _, m, _ in stems} >= {"fill_zero", "last_chunk_dropped", "dropout_misplaced", "dropout_wrong_p",
                                         "mask_3d_as_batch", "nan_rows", "extra_bias", "general_wrong_side", "no_bias",
                                         "per_chunk_softmax", "concat_no_transpose", "none"}
+    fresh = [p.stem.split("__")[0] for p in FRESH]
+    wrong = [p for p in FRESH if "BUG: none" not in p.read_text()]
+    assert len(wrong) >= 40 and set(EXPECTED) == {p.stem for p in wrong}
+    llm = {"rope", "grouped_query_attention", "flash_attention", "attention_backward", "causal_self_attention"}
+    assert sum(pid in llm for pid in fresh) * 2 >= len(fresh)
+    assert len(set(fresh)) == 13

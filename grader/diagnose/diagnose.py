@@ -138,7 +138,9 @@ def diagnose(problem, ctx, failing_checks) -> dict[str, str | None]:
         return {cid: by_params for cid in failing}
     ids = symptoms.known_ids(problem, ctx.failing_deps)
     reproduced = _reproduce(problem, ctx, failing)
-    shape = symptoms.certain(problem, ctx, failing)
+    shape, confirm = symptoms.certain(problem, ctx, failing)
+    if shape and confirm and not _confirmed(problem, ctx, failing, shape):
+        shape = None
     found = {}
     for c in failing_checks:
         rid, exact = reproduced.get(c.id, (None, False))
@@ -182,6 +184,27 @@ def _reproduce(problem, ctx, failing) -> dict:
             (exact, _, _), rid = max(options, key=lambda t: t[0])
             found[cid] = (rid, exact)
     return found
+
+
+def _confirmed(problem, ctx, failing, rid) -> bool:
+    """Does the mistake's variant go wrong on the general calls the learner gets wrong, with the learner's values
+    (at least closely) wherever both return some? A variant may crash where the learner's code returns wrong values
+    (a crude patch of the same mistake), but values of its own are another mistake."""
+    cache = ctx.memo.setdefault((problem.id, ctx.seed), {})
+    target = next((t for r, _, t in candidates(problem, ctx.failing_deps) if r == rid), None)
+    if target is None:
+        return False
+    for case in general_cases(ctx, problem):
+        got, ref = ctx.got.get(case.key), ctx.ref.get(case.key)
+        if got is None or ref is None or same(case, got, ref):
+            continue
+        variant = _run_variant(case, rid, target, cache)
+        if same(case, variant, ref):
+            return False
+        if got.has_outputs and variant.has_outputs and not same(case, got, variant) \
+                and not _close_to(got, variant, ref):
+            return False
+    return True
 
 
 def _refuted(ctx, base, rid, target, cache) -> bool:
@@ -245,7 +268,7 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
     """(exact, evidence): the variant reproduces each call the learner got wrong (evidence counts
     them; 0 means nothing to explain), within tolerance or closely (`_close_to`); exact when it agrees
     within tolerance on every call, right or wrong. None when it misses one of the learner's wrong results."""
-    evidence, exact = 0, True
+    evidence, broken, exact = 0, 0, True
     for case in cases:
         got = ctx.got.get(case.key)
         if got is None:
@@ -266,7 +289,10 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
                 return None
             agree, exact = True, False  # reproduced closely, not exactly
         evidence += bool(wrong and agree)
+        broken += bool(not wrong and agree is False)
         exact &= bool(agree) or agree is None
+    if broken > evidence:  # the variant gets more of the learner's right calls wrong than it explains wrong ones:
+        return None  # another mistake, which happens to fall on the same calls
     return (exact, evidence) if evidence else None
 
 

@@ -24,9 +24,10 @@ def _known(ids, mid):
     return None
 
 
-def certain(problem, ctx, failing: list[str]) -> str | None:
+def certain(problem, ctx, failing: list[str]) -> tuple[str | None, bool]:
     """A catalogued mistake the error's shape leaves no doubt about, or None: the first detector of the problem's
-    checks that sees its symptom decides (the first of its ids the catalogue has, or none)."""
+    checks that sees its symptom decides (the first of its ids the catalogue has, or none); and whether the detector
+    asks for the name to be confirmed by reproduction (registry.Symptom.confirm)."""
     ids = known_ids(problem, ctx.failing_deps)
     for cid in problem.points:
         for symptom in CHECKS[cid].symptoms:
@@ -34,8 +35,8 @@ def certain(problem, ctx, failing: list[str]) -> str | None:
             if seen:
                 if symptom.names is not None and not set(seen) <= set(symptom.names):
                     raise ValueError(f"check {cid!r}: a detector named {seen}, not among its declared {symptom.names}")
-                return next((r for r in (_known(ids, m) for m in seen) if r), None)
-    return None
+                return next((r for r in (_known(ids, m) for m in seen) if r), None), symptom.confirm
+    return None, False
 
 
 def evidence(problem, ctx) -> list[str]:

@@ -21,6 +21,7 @@ class Symptom:
 
     detect: Callable
     names: tuple[str, ...] | None
+    confirm: bool = False  # a pattern, not a certainty: the name holds only where its variant reproduces the failures
 
 
 @dataclass(frozen=True)

@@ -172,19 +172,40 @@ def _sums_along_wrong_axis(ctx) -> bool:
 
 
 def _float32_rounding_only(ctx) -> bool:
-    """Every float64 base call is within float32's tolerance of the reference, and some exceed float64's."""
+    """Every float64 base call is within float32's tolerance of the reference (or, where the computation amplifies
+    rounding, as RoPE's large angles do, within ten times the reference's own error when run in float32), and some
+    exceed float64's."""
     worst = 0.0
     for case in ctx.of("base"):
         res, ref = _ok(ctx, case), ctx.ref.get(case.key)
         if res is None or ref is None:
             return False
-        for g, e in zip(res.outputs, ref.outputs):
+        in32 = None
+        for i, (g, e) in enumerate(zip(res.outputs, ref.outputs)):
             if g.shape != e.shape or g.dtype != torch.float64 or not torch.isfinite(g).all():
                 return False
             if usage(g, e, tolerance("float32")) > 1:
-                return False
+                in32 = _in_float32(ctx, case) if in32 is None else in32
+                if in32 is False or (g - e).abs().max() > 10 * (in32[i] - e).abs().max():
+                    return False
             worst = max(worst, usage(g, e, tolerance("float64")))
     return worst > 1
+
+
+def _in_float32(ctx, case):
+    """The reference's outputs of the call run in float32 (as float64), or False where it cannot run so."""
+    from ..reference import reference
+    from ...draw.scenarios import cast
+    from ...run.harness import execute
+    from ...run.hooks import for_reference
+
+    if case.call.get("device", "cpu") != "cpu" or case.call.get("train"):
+        return False
+    try:
+        out = execute(for_reference(cast(case.call, "float32")), reference(ctx.problem))["outputs"][0]
+    except Exception:  # noqa: BLE001 - no float32 run, no evidence
+        return False
+    return [o.to(torch.float64) for o in out]
 
 
 def _empty(problem, ctx, failing):
@@ -203,12 +224,13 @@ SYMPTOMS = (
     Symptom(lambda p, ctx, failing: ("fill_zero",) if _only_negative_rows_lost(ctx) else None, ("fill_zero",)),
     Symptom(lambda p, ctx, failing: ("per_chunk_softmax",) if _rows_sum_to_chunk_counts(p, ctx) else None,
             ("per_chunk_softmax",)),
-    Symptom(_forms, None),
+    Symptom(_forms, None, confirm=True),  # only some masking forms fail: a pattern several mistakes share
     Symptom(lambda p, ctx, failing: ("last_chunk_dropped",) if _tail_block_lost(p, ctx) else None,
             ("last_chunk_dropped",)),
     Symptom(lambda p, ctx, failing: ("wrong_axis", "softmax_wrong_axis") if _sums_along_wrong_axis(ctx) else None,
             ("wrong_axis", "softmax_wrong_axis")),
-    Symptom(lambda p, ctx, failing: ("float32_inside", "fixed_dtype")
-            if "parity_float64" in failing and _float32_rounding_only(ctx) else None, ("float32_inside", "fixed_dtype")),
+    Symptom(lambda p, ctx, failing: ("float32_inside", "fixed_dtype", "float32_angles")
+            if "parity_float64" in failing and _float32_rounding_only(ctx) else None,
+            ("float32_inside", "fixed_dtype", "float32_angles")),
 )
 """In order: the first that sees its symptom decides (judge/registry.Symptom)."""
