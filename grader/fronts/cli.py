@@ -108,6 +108,9 @@ def parser() -> argparse.ArgumentParser:
     gs.add_argument("--visibility", choices=VISIBILITIES,
                     help="build: who sees each check's result (default: visible at once; a spec's field visibility "
                     "overrides it per check)")
+    gs.add_argument("--sandbox", choices=["auto", "bwrap"], default="auto",
+                    help="build: where bubblewrap cannot run on Gradescope's machine, grade in the process sandbox "
+                    "and record it (auto, the default), or give every submission an autograder error (bwrap)")
     gs.add_argument("--root", default="/autograder", help=argparse.SUPPRESS)
     gs.set_defaults(run=cmd_gradescope)
     cl = sub.add_parser("classroom", help="for GitHub Classroom: write the autograding workflow")
@@ -184,10 +187,11 @@ def main(argv=None) -> int:
 def _warm_up(request) -> None:
     """Start what grading needs while we import torch: a spare bubblewrap sandbox, else the forkserver.
     Refuses here, before any work, when the sandbox is required and unusable."""
-    from ..run.jail import decide
-    from .requests import BatchRequest, ListRequest, WatchRequest
+    from ..run.jail import decide, unusable
+    from .requests import BatchRequest, ListRequest, Sandbox, WatchRequest
 
-    if isinstance(request, DevRequest) or not decide(sandbox_of(request).wanted):
+    sandbox = sandbox_of(request)
+    if isinstance(request, DevRequest) or not (unusable() is None if sandbox is Sandbox.BEST else decide(sandbox.wanted)):
         from ..run.forkserver import warm_up
 
         warm_up()  # the workers' forkserver imports torch while we do

@@ -170,7 +170,7 @@ def cmd_gradescope(request: GradescopeRequest) -> int:
 
     if request.action is GradescopeAction.RUN:
         return gradescope.run(request.root)
-    print(f"wrote {gradescope.build(request.out, request.visibility)}: upload it as the autograder (Configure Autograder, "
+    print(f"wrote {gradescope.build(request.out, request.visibility, request.isolation)}: upload it as the autograder (Configure Autograder, "
           "zip file)")
     return 0
 

@@ -18,6 +18,7 @@ class Sandbox(Enum):
 
     REQUIRED = "required"
     DEFAULT = "default"
+    BEST = "best"  # bubblewrap where usable, else the process sandbox, recorded (the Gradescope runner: it always answers)
 
     @property
     def wanted(self) -> bool | None:
@@ -160,10 +161,11 @@ class GradescopeRequest:
     visibility: str | None
     root: str
     lang: str | None = None
+    isolation: str = "auto"  # build --sandbox: what the runner may fall back to (gradescope.SANDBOXES)
 
     @property
     def sandbox(self) -> Sandbox:
-        return Sandbox.REQUIRED
+        return Sandbox.BEST
 
 
 @dataclass(frozen=True)
@@ -291,7 +293,7 @@ def _gradescope(a) -> GradescopeRequest:
     action = GradescopeAction(a.action)
     if action is GradescopeAction.BUILD and not a.out:
         raise BadInput("gradescope build needs OUT.zip")
-    return GradescopeRequest(action, a.out, a.visibility, a.root, a.lang)
+    return GradescopeRequest(action, a.out, a.visibility, a.root, a.lang, a.sandbox)
 
 
 def _export(a) -> ExportRequest:
