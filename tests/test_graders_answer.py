@@ -128,3 +128,64 @@ def test_where_bubblewrap_works_the_record_says_so(tmp_path):
     data = json.loads((root / "results" / "results.json").read_text())
     assert r.returncode == 0 and data["extra_data"]["attnkit"] == {"sandbox": "bubblewrap", "bubblewrap_unusable": None}
     assert all(t["visibility"] != "hidden" for t in data["tests"]) and data["score"] > 0
+
+
+# GitHub Classroom ----------------------------------------------------------------------------------------------------
+
+def test_classroom_template_holds_the_stubs_and_one_step_per_problem(tmp_path):
+    """init writes every stub (keeping a file already there) and a workflow with one grading step per problem, whose
+    ids are the reporter's runner names and environment variables by its own rules."""
+    import yaml
+
+    from attnkit.integrations.classroom import cpu_points
+    from attnkit.model.stubs import render
+    from attnkit.problems import all_problems
+
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "exercises" / "rope.py").write_text("# mine\n")
+    r = attnkit("classroom", "init", str(tmp_path), "--kit", "git+https://example.org/attnkit.git")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "exercises" / "rope.py").read_text() == "# mine\n"  # kept
+    for p in all_problems():
+        if p.id != "rope":
+            assert (tmp_path / "exercises" / f"{p.id}.py").read_text() == render(p)
+    wf = yaml.safe_load((tmp_path / ".github" / "workflows" / "classroom.yml").read_text())
+    steps = wf["jobs"]["grade"]["steps"]
+    graded = [s for s in steps if "attnkit classroom grade" in s.get("run", "")]
+    assert [s["name"] for s in graded] == [p.id for p in all_problems()]  # one grading per problem, not per check
+    assert all(s["run"] == f"attnkit classroom grade {s['name']} --impl exercises" for s in graded)
+    assert "git+https://example.org/attnkit.git" in steps[2]["run"]
+    reporter = steps[-1]
+    runners = reporter["with"]["runners"].split(",")
+    assert runners == [s["id"] for s in graded] and all(r.isalnum() for r in runners)  # the reporter's pattern
+    for runner in runners:  # the reporter reads process.env[`${runner.trim().toUpperCase()}_RESULTS`]
+        assert reporter["env"][f"{runner.upper()}_RESULTS"] == f"${{{{steps.{runner}.outputs.result}}}}"
+    assert sum(cpu_points(p) for p in all_problems()) > 0
+    again = attnkit("classroom", "init", str(tmp_path))
+    assert again.returncode == 2 and "nothing is overwritten" in again.stderr
+
+
+def test_a_classroom_step_grades_its_problem_once_and_its_result_is_the_table(tmp_path):
+    """The step prints the problem's table and hands the reporter a result whose points are the table's: one test
+    per check with its points (the reporter's total sums them), the problem's CPU points as the maximum."""
+    import base64
+
+    from attnkit.diagnose.mistakes import wrong_source
+    from attnkit.integrations.classroom import cpu_points
+    from attnkit.problems import get
+
+    p = get("masked_softmax")
+    impl = make_impl(tmp_path / "exercises", {"masked_softmax.py": wrong_source(p, p.mistakes[0])})
+    output = tmp_path / "github_output"
+    r = attnkit("classroom", "grade", "masked", "--impl", str(impl), env={**os.environ, "GITHUB_OUTPUT": str(output)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    key, value = output.read_text().strip().split("=", 1)
+    data = json.loads(base64.b64decode(value))
+    assert key == "result" and data["version"] == 1 and data["max_score"] == cpu_points(p)
+    score = sum(t["score"] for t in data["tests"])
+    assert 0 < score < data["max_score"] and data["status"] == "fail"
+    assert {t["status"] for t in data["tests"]} == {"pass", "fail"}
+    table_line = next(line for line in r.stdout.splitlines() if line.startswith("masked_softmax "))
+    assert table_line.split()[-1] == f"{score:g}/{data['max_score']:g}"  # the table says what the result says
+    assert f"masked_softmax: {score:g}/{data['max_score']:g} points" in r.stdout
+    assert "passed" not in r.stdout.splitlines()[-1]  # no pytest line above it any more

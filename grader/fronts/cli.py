@@ -113,11 +113,14 @@ def parser() -> argparse.ArgumentParser:
                     "and record it (auto, the default), or give every submission an autograder error (bwrap)")
     gs.add_argument("--root", default="/autograder", help=argparse.SUPPRESS)
     gs.set_defaults(run=cmd_gradescope)
-    cl = sub.add_parser("classroom", help="for GitHub Classroom: write the autograding workflow")
-    cl.add_argument("action", choices=["init"])
-    cl.add_argument("directory", metavar="DIR", help="the assignment's template repository")
+    cl = sub.add_parser("classroom", help="for GitHub Classroom: write the template (stubs, autograding workflow); "
+                        "grade: one step of that workflow")
+    cl.add_argument("action", choices=["init", "grade"])
+    cl.add_argument("directory", metavar="DIR|PROBLEM", help="init: the assignment's template repository; grade: "
+                    "the problem to grade")
     cl.add_argument("--kit", default="attnkit", metavar="REQUIREMENT",
-                    help="how the workflow installs attnkit: a pip requirement (git URL, private index)")
+                    help="init: how the workflow installs attnkit: a pip requirement (git URL, private index)")
+    _impl_arg(cl)
     cl.set_defaults(run=cmd_classroom)
     e = sub.add_parser("export", help="for interviewers: write a candidate bundle (stubs, README, public checks)")
     e.add_argument("directory", metavar="DIR")

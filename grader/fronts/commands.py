@@ -204,9 +204,14 @@ def cmd_similarity(request: SimilarityRequest) -> int:
 
 
 def cmd_classroom(request: ClassroomRequest) -> int:
+    if request.action == "grade":
+        from ..integrations.classroom_step import run
+
+        return run(request.directory, request.impl, request.lang)
     from ..integrations.classroom import init
 
-    print(f"wrote {init(request.directory, request.kit)}")
+    for path in init(request.directory, request.kit):
+        print(f"wrote {path}")
     return 0
 
 

@@ -170,11 +170,13 @@ class GradescopeRequest:
 
 @dataclass(frozen=True)
 class ClassroomRequest:
-    """`attnkit classroom init DIR`."""
+    """`attnkit classroom init DIR`, or `classroom grade PROBLEM` (one step of its workflow)."""
 
-    directory: str
+    directory: str  # init: the template; grade: the problem's id
     kit: str
     lang: str | None = None
+    action: str = "init"
+    impl: Path | None = None  # grade: the exercises' folder
 
 
 @dataclass(frozen=True)
@@ -348,7 +350,8 @@ _RESOLVERS = {
     "class-report": _class_report,
     "similarity": _similarity,
     "gradescope": _gradescope,
-    "classroom": lambda a: ClassroomRequest(a.directory, a.kit, a.lang),
+    "classroom": lambda a: ClassroomRequest(_problem(a.directory), a.kit, a.lang, "grade", _impl(a.impl))
+    if a.action == "grade" else ClassroomRequest(a.directory, a.kit, a.lang),
     "export": _export,
     "course": lambda a: CourseRequest(a.directory, a.lang),
     "dev": _dev,
