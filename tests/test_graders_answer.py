@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -126,7 +127,8 @@ def test_where_bubblewrap_works_the_record_says_so(tmp_path):
     make_impl(root / "submission")
     r = _run(_autograder(tmp_path), root, {**os.environ})
     data = json.loads((root / "results" / "results.json").read_text())
-    assert r.returncode == 0 and data["extra_data"]["attnkit"] == {"sandbox": "bubblewrap", "bubblewrap_unusable": None}
+    record = data["extra_data"]["attnkit"]
+    assert r.returncode == 0 and record["sandbox"] == "bubblewrap" and record["bubblewrap_unusable"] is None
     assert all(t["visibility"] != "hidden" for t in data["tests"]) and data["score"] > 0
 
 
@@ -189,3 +191,24 @@ def test_a_classroom_step_grades_its_problem_once_and_its_result_is_the_table(tm
     assert table_line.split()[-1] == f"{score:g}/{data['max_score']:g}"  # the table says what the result says
     assert f"masked_softmax: {score:g}/{data['max_score']:g} points" in r.stdout
     assert "passed" not in r.stdout.splitlines()[-1]  # no pytest line above it any more
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None or shutil.which("bwrap") is None,
+                    reason="needs root, setpriv (util-linux) and bwrap: a container's root is simulated by dropping "
+                    "CAP_SYS_ADMIN")
+def test_root_without_the_right_to_mount_grades_in_the_process_sandbox(tmp_path):
+    """Root in a Docker container with the default capabilities: the real bwrap cannot make its namespaces, nor can the
+    process sandbox make private mounts. The runner still grades (the uid drop holds) and says how it was isolated."""
+    root = tmp_path / "autograder"
+    make_impl(root / "submission", {"additive_attention.py": "raise ImportError('nope')\n"})
+    source = _autograder(tmp_path)
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHON": sys.executable}
+    r = subprocess.run(["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "bash",
+                        str(source / "run_autograder")], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    data = json.loads((root / "results" / "results.json").read_text())
+    record = data["extra_data"]["attnkit"]
+    assert record["sandbox"] == "process" and "without the right to mount" in record["isolation"], record
+    masked = [t for t in data["tests"] if t["name"].startswith("masked_softmax")]
+    assert masked and all(t["score"] == t["max_score"] for t in masked)  # graded, not "could not prepare"
+    assert "without the right to mount" in r.stdout

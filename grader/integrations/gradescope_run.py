@@ -22,21 +22,23 @@ WHERE = "docs/security.md in attnkit's repository"
 def grade_submission(folder: Path, mode: str, visibility: str | None) -> tuple[dict, list[str]]:
     """(results.json's data, lines for the instructor) for the submission in `folder`; `mode`: auto or bwrap."""
     from ..run.jail import remedy, unusable
+    from ..run.sandbox import isolation
 
     why = unusable()
     record = {"sandbox": "bubblewrap" if why is None else "process", "bubblewrap_unusable": why}
+    record["isolation"] = isolation(record["sandbox"])
     log = ["attnkit: graded inside bubblewrap" if why is None else
            f"attnkit: bubblewrap cannot sandbox here ({why}): {remedy(why)}"]
     if why is not None and mode == "bwrap":
-        record["sandbox"] = None
+        record["sandbox"] = record["isolation"] = None
         log.append("attnkit: this autograder was built with --sandbox bwrap, so nothing was graded; every "
                    "submission gets this autograder error until bubblewrap works here (or build it with "
                    "--sandbox auto)")
         return _error("The autograder could not grade your submission: its sandbox cannot run on this machine. "
                       "This is not about your code; your instructor can see why.", record, visibility), log
     if why is not None:
-        log.append("attnkit: graded in the process sandbox instead (limits, a private copy, another uid as root; no "
-                   f"namespaces): what that does and does not hold is in {WHERE}")
+        log.append(f"attnkit: graded in the {record['isolation']} instead: what that does and does not hold is in "
+                   f"{WHERE}")
     try:
         data = _grade(folder, why is None, visibility)
     except Exception:  # noqa: BLE001 - the grader's own failure: an autograder error, never a missing results.json
