@@ -331,6 +331,15 @@ def _reset(a) -> ResetRequest:
     return ResetRequest(_problem(a.problem), impl, a.lang)
 
 
+def need_course() -> None:
+    """nbgrader and nbformat, for `course init` (the `course` extra: a learner's install has neither)."""
+    try:
+        import nbformat  # noqa: F401
+        import nbgrader  # noqa: F401
+    except ImportError:
+        raise BadInput("an nbgrader course needs nbgrader: pip install -e \".[course]\"") from None
+
+
 def need_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
@@ -353,6 +362,6 @@ _RESOLVERS = {
     "classroom": lambda a: ClassroomRequest(_problem(a.directory), a.kit, a.lang, "grade", _impl(a.impl))
     if a.action == "grade" else ClassroomRequest(a.directory, a.kit, a.lang),
     "export": _export,
-    "course": lambda a: CourseRequest(a.directory, a.lang),
+    "course": lambda a: need_course() or CourseRequest(a.directory, a.lang),
     "dev": _dev,
 }
