@@ -89,7 +89,7 @@ def test_the_numbers(tmp_path):
     assert (additive["started"], additive["did not load"], additive["not started"]) == (5, 1, 0)
     assert additive["mean"] == pytest.approx((1 + 1 + 0 + 0.5 + 0) / 5)
     assert s["checks"]["masked_softmax: masking"] == {"graded": 4, "passed": 2, "rate": 0.5}  # frank's stub: not in it
-    assert s["checks"]["additive_attention: shapes"]["graded"] == 4  # nor a module that did not load
+    assert s["checks"]["additive_attention: shapes"]["graded"] == 5  # a module that did not load was started
     assert s["mistakes"]["masked_softmax"] == [["fill_zero", 2]]  # carol counts once for two checks
     kinds = {(t["submission"], t["kind"], t["problem"]) for t in s["troubles"]}
     assert kinds == {("carol", "timed out", "additive_attention"), ("dave" + EVIL, "hostile", "masked_softmax"),

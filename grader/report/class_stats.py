@@ -115,7 +115,7 @@ def stats(rows: list[dict]) -> dict:
                 continue
             if _number(p.get("max_score")) > 0:
                 tally["shares"].append(_number(p.get("score")) / _number(p.get("max_score")))
-            for c in p.get("checks", []) if found != "did not load" else []:
+            for c in p.get("checks", []):  # a module that did not load was started: its checks failed
                 if c.get("status") in ("skipped", "error"):
                     continue
                 ce = checks.setdefault(f"{pid}: {c.get('id')}", {"graded": 0, "passed": 0})
