@@ -13,8 +13,10 @@ from .options import BadInput, default_impl, from_options, json_path, problem_li
 
 
 class Sandbox(Enum):
-    """Where the learner's code runs: REQUIRED, someone else's code (refused without bubblewrap: grade-batch, the
-    Gradescope runner, --untrusted, --report); DEFAULT, as $ATTNKIT_SANDBOX says, else bubblewrap whenever usable."""
+    """Where the learner's code runs: REQUIRED, someone else's code (refused without bubblewrap: grade-batch,
+    --untrusted, --report); DEFAULT, as $ATTNKIT_SANDBOX says, else bubblewrap whenever usable; BEST, bubblewrap
+    whenever usable, else the process sandbox, which the command records (the Gradescope runner, which always
+    answers: integrations/gradescope_run.py)."""
 
     REQUIRED = "required"
     DEFAULT = "default"
@@ -331,6 +333,17 @@ def _reset(a) -> ResetRequest:
     return ResetRequest(_problem(a.problem), impl, a.lang)
 
 
+def _classroom(a) -> ClassroomRequest:
+    if a.action == "grade":  # one step of the workflow: the problem (a unique prefix works), the exercises' folder
+        return ClassroomRequest(_problem(a.directory), a.kit, a.lang, "grade", _impl(a.impl))
+    return ClassroomRequest(a.directory, a.kit, a.lang)
+
+
+def _course(a) -> CourseRequest:
+    need_course()
+    return CourseRequest(a.directory, a.lang)
+
+
 def need_course() -> None:
     """nbgrader and nbformat, for `course init` (the `course` extra: a learner's install has neither)."""
     try:
@@ -359,9 +372,8 @@ _RESOLVERS = {
     "class-report": _class_report,
     "similarity": _similarity,
     "gradescope": _gradescope,
-    "classroom": lambda a: ClassroomRequest(_problem(a.directory), a.kit, a.lang, "grade", _impl(a.impl))
-    if a.action == "grade" else ClassroomRequest(a.directory, a.kit, a.lang),
+    "classroom": _classroom,
     "export": _export,
-    "course": lambda a: need_course() or CourseRequest(a.directory, a.lang),
+    "course": _course,
     "dev": _dev,
 }

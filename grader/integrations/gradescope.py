@@ -4,7 +4,10 @@ The autograder zip holds setup.sh (installs the CPU build of torch, then this ki
 that its reference solutions stay beside its grader), run_autograder, and a copy of the kit.
 run_autograder grades $AUTOGRADER_ROOT/submission (default /autograder) and writes
 results/results.json in Gradescope's format: one test per check, with its score. Hidden
-checks show their result, their rule and the recognised mistake, never their inputs.
+checks show their result, their rule and the recognised mistake, never their inputs. It writes
+results.json whatever happens (gradescope_run.py): where bubblewrap cannot run, it grades in the
+process sandbox and records that for the instructor, or, built with `--sandbox bwrap`, answers
+with an autograder error.
 """
 from __future__ import annotations
 
