@@ -18,7 +18,6 @@ from pathlib import Path
 from .. import ROOT
 from ..errors import BadInput
 from ..model.spec import VISIBILITIES
-from ..problems import ORDER
 
 KIT_PARTS = ("pyproject.toml", "README.md", "grader", "solutions")
 SETUP = """#!/usr/bin/env bash
