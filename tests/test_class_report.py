@@ -23,12 +23,24 @@ if CHROMIUM is None and os.environ.get("ATTNKIT_REQUIRE_BROWSER") == "1":  # CI 
 EVIL = "<script>alert(1)</script>"
 
 
+STUB = "masked_softmax.py raises NotImplementedError: still a stub, fill it in"
+BROKEN = "importing additive_attention.py failed: ValueError: x = 1 / 0 at line 3"
+
+
+def _problem(pid, cs, trouble=None) -> ProblemResult:
+    """[(check, passed, mistake, message)], or a not-started reason (every check fails with it, as the grader writes)."""
+    if isinstance(cs, str):
+        checks = [CheckResult(c, c, "failed", 0, 1, f"not started: {cs}") for c in ("shapes", "masking")]
+        return ProblemResult(pid, pid, "not_started", 0, 2, checks, trouble=trouble or "not_started")
+    return ProblemResult(pid, pid, "passed" if all(c[1] for c in cs) else "failed", sum(c[1] for c in cs), len(cs),
+                         [CheckResult(c, c, "passed" if ok else "failed", int(ok), 1, msg, mistake)
+                          for c, ok, mistake, msg in cs], trouble=trouble)
+
+
 def _result(name, problems, troubles=None) -> dict:
-    """One grade-batch result: {problem id: [(check, passed, mistake, message)]}; `troubles`: {problem id: the
-    grader's own `trouble` field}."""
-    ps = [ProblemResult(pid, pid, "passed" if all(c[1] for c in cs) else "failed", sum(c[1] for c in cs), len(cs),
-                        [CheckResult(c, c, "passed" if ok else "failed", int(ok), 1, msg, mistake)
-                         for c, ok, mistake, msg in cs], trouble=(troubles or {}).get(pid)) for pid, cs in problems.items()]
+    """One grade-batch result: {problem id: [(check, passed, mistake, message)] or a not-started reason}; `troubles`:
+    {problem id: the grader's own `trouble` field}."""
+    ps = [_problem(pid, cs, (troubles or {}).get(pid)) for pid, cs in problems.items()]
     report = Report(impl=name, seed=1, score=sum(p.score for p in ps), max_score=sum(p.max_score for p in ps),
                     devices={"cpu": True, "cuda": False}, problems=ps)
     return {**to_json(report), "submission": name}
@@ -52,6 +64,7 @@ def _class(folder: Path) -> Path:
                                                 "\nno result: the worker process crashed with SIGSEGV\nno result: the "
                                                 "worker sent something that is not a result"),
                                                ("masking", True, None, "")]},
+        "frank": {"masked_softmax": STUB, "additive_attention": BROKEN},  # one not begun, one that crashed at import
     }
     troubles = {"carol": {"additive_attention": "timeout"}, "dave" + EVIL: {"masked_softmax": "hostile"}}
     folder.mkdir()
@@ -65,41 +78,108 @@ def _class(folder: Path) -> Path:
 def test_the_numbers(tmp_path):
     out = tmp_path / "c.json"
     r = attnkit("class-report", str(_class(tmp_path / "results")), "--json", str(out))
-    assert r.returncode == 0 and "5 submissions, 4 graded" in r.stdout, r.stderr
+    assert r.returncode == 0 and "6 submissions, 5 graded" in r.stdout, r.stderr
     s = json.loads(out.read_text())
-    assert sorted(s["scores"]) == [0, 2, 3, 4] and s["max_score"] == 4
-    assert s["problems"]["masked_softmax"] == {"graded": 4, "passed": 1, "rate": 0.25}
-    assert s["checks"]["masked_softmax: masking"]["passed"] == 2
+    assert sorted(s["scores"]) == [0, 0, 2, 3, 4] and s["max_score"] == 4
+    # frank has not begun masked_softmax: counted apart, never as a failure, out of the rates and means
+    assert s["problems"]["masked_softmax"] == {"started": 4, "passed": 1, "failed": 3, "did not load": 0,
+                                               "not started": 1, "rate": 0.25, "mean": 0.5, "difficulty": 0.5}
+    # his additive_attention crashed at import: started, and it did not load
+    additive = s["problems"]["additive_attention"]
+    assert (additive["started"], additive["did not load"], additive["not started"]) == (5, 1, 0)
+    assert additive["mean"] == pytest.approx((1 + 1 + 0 + 0.5 + 0) / 5)
+    assert s["checks"]["masked_softmax: masking"] == {"graded": 4, "passed": 2, "rate": 0.5}  # frank's stub: not in it
+    assert s["checks"]["additive_attention: shapes"]["graded"] == 5  # a module that did not load was started
     assert s["mistakes"]["masked_softmax"] == [["fill_zero", 2]]  # carol counts once for two checks
     kinds = {(t["submission"], t["kind"], t["problem"]) for t in s["troubles"]}
     assert kinds == {("carol", "timed out", "additive_attention"), ("dave" + EVIL, "hostile", "masked_softmax"),
-                     ("erin.zip", "not graded", "")}
+                     ("erin.zip", "not graded", ""), ("frank", "did not load", "additive_attention")}
+    assert all(t["detail"] for t in s["troubles"])  # every row says why
+    frank = next(t for t in s["troubles"] if t["submission"] == "frank")
+    assert frank["detail"] == "its module raised ValueError on import"
+    roster = {row["submission"]: row for row in s["roster"]}
+    assert len(roster) == 6 and roster["erin.zip"]["score"] is None and "not a zip file" in roster["erin.zip"]["error"]
+    assert {p: v["status"] for p, v in roster["frank"]["problems"].items()} == {
+        "masked_softmax": "not started", "additive_attention": "did not load"}
+    assert roster["bob"]["problems"]["masked_softmax"]["failing"] == [{"id": "masking", "message": "x"}]
+
+
+def test_a_result_file_that_is_not_a_result_is_listed(tmp_path):
+    """Nothing in the folder is left out silently: a JSON list is an error row with its reason."""
+    from attnkit.report.class_report import load, stats
+
+    (tmp_path / "odd.json").write_text("[1, 2]")
+    (tmp_path / "cut.json").write_text('{"submission": "cut", "score"')
+    s = stats(load(tmp_path))
+    assert {(t["submission"], t["detail"]) for t in s["troubles"]} == {
+        ("odd", "its result file is not a grade-batch result"), ("cut", "its result file is not JSON")}
+
+
+def _dom(page: Path) -> str:
+    """The DOM chromium builds from `page` (headless), after its scripts ran."""
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+
+
+def _without_policy(text: str) -> str:
+    """The page less its Content-Security-Policy, so that a probe script of the test's may run in it."""
+    import re
+
+    return re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text)
+
+
+SECTIONS = ("Roster", "Score distribution", "Problems: started, passed, failed, not started", "Pass rate per check",
+            "Most frequent named mistakes", "Did not grade", "Similarity", "Each student")
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed: the page is not rendered in a browser here")
 def test_the_page_in_a_headless_browser(tmp_path):
+    """Read with scripts off, the page holds every section, the roster, the statuses and the details; with them on,
+    both plots decode and a click on a header sorts a table; its policy runs no other script."""
+    from attnkit.report.class_page import SCRIPT
+
     page = tmp_path / "report.html"
     r = attnkit("class-report", str(_class(tmp_path / "results")), "--out", str(page))
     assert r.returncode == 0, r.stderr
     text = page.read_text()
-    assert "<script" not in text.replace("&lt;script", "") and "http" not in text  # no script, nothing fetched
-    probe = tmp_path / "probe.html"  # the page plus a script that reports how the images decoded
-    probe.write_text(text.replace("</body>", "<script>window.onload = () => document.body.setAttribute("
-                                  "'data-images', [...document.images].map(i => i.naturalWidth).join(','));</script></body>"))
-    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
-                          "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    assert text.count("<script") == 1 and f"<script>{SCRIPT}</script>" in text and "://" not in text  # ours alone, nothing fetched
+    plain = tmp_path / "plain.html"  # the page as a browser without scripts reads it: its one script left out
+    plain.write_text(text.replace(f"<script>{SCRIPT}</script>", ""))
+    static = _dom(plain)
+    for heading in SECTIONS:
+        assert heading in static, heading
+    assert "<button" not in static  # the script did not run: the page reads without it
+    assert "6 submissions, 5 graded" in static and "fill_zero" in static and "timed out" in static
+    assert static.count("not started") >= 2 and "did not load" in static and "attnkit similarity" in static
+    assert "its module raised ValueError on import" in static and "checks without their points: shapes" in static
+    assert 'href="results/s0.json"' in static  # each roster row links to its result, relative to the page
+    probe = tmp_path / "probe.html"  # the page plus a script that reports the images, then sorts the roster by score
+    probe.write_text(_without_policy(text).replace("</body>", """<script>window.onload = () => {
+      const b = document.body, names = () => [...document.querySelector("table").tBodies[0].rows].map(
+        r => r.cells[0].textContent).join("|");
+      b.setAttribute("data-images", [...document.images].map(i => i.naturalWidth).join(","));
+      const score = document.querySelector("table").tHead.rows[0].cells[1].querySelector("button");
+      score.click(); b.setAttribute("data-up", names()); score.click(); b.setAttribute("data-down", names());
+    };</script></body>"""))
+    dom = _dom(probe)
     widths = [int(w) for w in dom.split('data-images="')[1].split('"')[0].split(",")]
     assert len(widths) == 2 and all(w > 100 for w in widths), widths  # both plots decoded
-    for heading in ("Score distribution", "Pass rate per problem", "Pass rate per check", "Most frequent named "
-                    "mistakes", "Crashed, timed out, hostile or not graded", "Similarity"):
-        assert heading in dom
-    assert "5 submissions, 4 graded" in dom and "fill_zero" in dom and "timed out" in dom
-    assert "attnkit similarity" in dom
+    up = dom.split('data-up="')[1].split('"')[0].split("|")
+    down = dom.split('data-down="')[1].split('"')[0].split("|")
+    assert up[0] == "erin.zip" and up[-1] == "alice" and up[-2] == "bob", up  # not graded first, then by score
+    assert down[0] == "alice" and down[-1] == "erin.zip", down
+    injected = tmp_path / "injected.html"  # the policy kept: a script smuggled into the page does not run, ours does
+    injected.write_text(text.replace("</body>", "<script>document.body.setAttribute('data-injected', '1')</script>"
+                                     "</body>"))
+    dom = _dom(injected)
+    assert 'data-injected="1"' not in dom and "<button" in dom
     (tmp_path / "results" / "similarity.json").write_text(json.dumps(  # as `attnkit similarity --json` writes it
-        {"threshold": 0.6, "pairs": [{"a": "alice", "b": "bob" + EVIL, "similarity": 0.97, "tokens": 900}]}))
+        {"threshold": 0.6, "pairs": [{"a": "alice", "b": "dave" + EVIL, "similarity": 0.97, "tokens": 900}]}))
     assert attnkit("class-report", str(tmp_path / "results"), "--out", str(page)).returncode == 0
-    text = page.read_text()
-    assert "<td>alice</td><td>bob&lt;script&gt;alert(1)&lt;/script&gt;</td><td>97%</td>" in text
+    dom = _dom(page)
+    alice, dave = 's-1', 's-4'  # the roster's order: erin.json, s0 (alice), s1, s2, s3 (dave)
+    assert f'<a href="#{alice}">alice</a>' in dom and f'<a href="#{dave}">dave&lt;script&gt;' in dom and "97%" in dom
+    assert f'id="{alice}"' in dom and f'id="{dave}"' in dom  # both students' sections exist
     assert "<script>alert(1)</script>" not in dom and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom  # as text
 
 

@@ -110,3 +110,43 @@ def test_other_projects_pytest_is_unchanged(installed):
              "print('torch imported' if 'torch' in sys.modules else 'torch not imported')")
     loaded = _run([python, "-c", probe], other)
     assert "1 passed" in loaded.stdout and "torch not imported" in loaded.stdout, loaded.stdout[-2000:]
+
+
+EXTRAS_ONLY = ("nbformat", "nbgrader", "nbclient", "ipykernel", "IPython", "jupyter_core", "matplotlib", "copydetect",
+               "distributed", "dask", "cryptography", "jsonschema", "yaml", "hypothesis", "mutmut", "importlinter")
+"""What the extras install (`course`, `plots`, `similarity`, `cluster`, `dev`): never needed to grade."""
+
+
+def test_a_learner_install_grades_with_torch_numpy_and_pytest_alone(installed, tmp_path):
+    """The README's learner command installs the kit with torch, NumPy and pytest only: `pytest` and `attnkit grade`
+    grade with every extra's package made unimportable, and a command that needs an extra says which, in one line."""
+    python, _, work = installed
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\n"
+        f"BLOCKED = {EXTRAS_ONLY!r}\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in BLOCKED:\n"
+        "            raise ImportError(f'{name} is an extra: not installed for a learner')\n"
+        "sys.meta_path.insert(0, Block())\n")
+    # the blocker first; then this environment's package folders as its sys.path has them (the fixture's .pth names
+    # the first; a virtual environment layered on another's packages has more)
+    packages = [p for p in sys.path if p.endswith("site-packages")]
+    env = {"PYTHONPATH": os.pathsep.join([str(blocker), *packages]), "ATTNKIT_SANDBOX": "off"}
+    probe = _run([python, "-c", "import nbformat"], work, env)
+    assert "is an extra" in probe.stderr  # the blocker is in force
+    graded = _run([python.parent / "attnkit", "grade", "--impl", work / "mine", "--problems", "masked",
+                   "--json", work / "learner.json"], work, env)
+    assert graded.returncode == 0, graded.stdout[-2000:] + graded.stderr[-2000:]
+    ran = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",  # dev's plugin
+                "--attnkit-impl", work / "mine",
+                "--attnkit-problems", "masked"], work, env)
+    assert ran.returncode == 0 and "passed" in ran.stdout, ran.stdout[-2000:] + ran.stderr[-2000:]
+    course = _run([python.parent / "attnkit", "course", "init", work / "course"], work, env)
+    assert course.returncode == 2 and '.[course]' in course.stderr and "Traceback" not in course.stderr, course.stderr
+    readme = (ROOT / "README.md").read_text()
+    learner = [line for line in readme.splitlines() if line.startswith("pip install torch==2.13.0 -e . ")]
+    assert len(learner) == 2 and all("[" not in line.split("#")[0] for line in learner)  # no extra
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in learner[1]  # the CPU index inside its command

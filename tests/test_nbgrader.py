@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -79,6 +80,18 @@ def course(tmp_path_factory):
                            "def masked_softmax(scores, valid_lens=None):\n    return torch.zeros_like(scores)\n")
     nbformat.write(nb, cheat / "masked_softmax.ipynb")
     LOGS["autograde"] = nbgrader(root, "autograde", "attention")
+    # dave's masked_softmax loops forever: his notebook alone, timed
+    hang = submitted / "dave" / "attention"
+    hang.mkdir(parents=True)
+    nb = nbformat.read(root / "release" / "attention" / "masked_softmax.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.source.startswith("# attnkit: masked_softmax "):
+            cell.source = (cell.source.splitlines()[0] + "\ndef masked_softmax(scores, valid_lens=None):\n"
+                           "    while True:\n        pass\n")
+    nbformat.write(nb, hang / "masked_softmax.ipynb")
+    start = time.monotonic()
+    LOGS["hang"] = nbgrader(root, "autograde", "attention", "--student", "dave")
+    LOGS["hang_seconds"] = time.monotonic() - start
     nbgrader(root, "export")
     nbgrader(root, "generate_feedback", "attention")
     return root
@@ -119,6 +132,23 @@ def test_a_writable_install_is_warned_about(course):
         assert f"attnkit: WARNING: attnkit's install is writable by {pwd.getpwuid(os.geteuid()).pw_name}," in log
 
 
+def test_autograde_warns_of_no_checksum(course):
+    """One graded cell per problem with nothing hidden in it: nbgrader's checksum of each locked cell is the release's,
+    so autograde prints none of its "checksum has changed" warnings (nbgrader issue #1961), for three students."""
+    log = LOGS["autograde"].stdout + LOGS["autograde"].stderr
+    assert "Attribute 'checksum'" not in log and "has changed" not in log, log[-3000:]
+
+
+def test_a_hanging_notebook_costs_the_time_per_problem_not_the_cell_timeout(course):
+    """dave's masked_softmax never returns: the quick check in the kernel and the grading outside it each stop at the
+    grader's 30 s, so his notebook is graded (0 points, the reason in his feedback) well within the 120 s cell timeout
+    that used to stop the kernel's quick check."""
+    assert LOGS["hang_seconds"] < 110, LOGS["hang_seconds"]
+    assert notebook_scores(course, "dave", ["masked_softmax"]) == {"masked_softmax": 0}
+    feedback = (course / "feedback" / "dave" / "attention" / "masked_softmax.html").read_text()
+    assert "quick check stopped after 30 s" in feedback and "timed out" in feedback
+
+
 def test_release_has_no_solution_and_no_hidden_tests(course):
     from test_notebooks import solution_lines
 
@@ -147,13 +177,13 @@ def test_nbgrader_points_equal_attnkit_points_for_the_same_code(course, tmp_path
     pid, mid = WRONG
     mistake = next(m for m in get(pid).mistakes if m.id == mid)
     report = grade(make_impl(tmp_path, {f"{pid}.py": wrong_source(get(pid), mistake)}), [pid])
-    assert notebook_scores(course, "carol", PARTIAL)[pid] == report.problems[0].score
+    assert 0 < notebook_scores(course, "carol", PARTIAL)[pid] == report.problems[0].score  # partial credit
     assert notebook_scores(course, "alice", ALICE) == {pid: cpu_points(get(pid)) for pid in ALICE}
 
 
 def test_feedback_shows_names_and_messages_but_no_hidden_code(course):
     pages = sorted((course / "feedback").rglob("*.html"))
-    assert len(pages) == len(ALICE) + 2 * len(PARTIAL) + 1  # alice: hers; bob, carol: two; mallory: one
+    assert len(pages) == len(ALICE) + 2 * len(PARTIAL) + 2  # alice: hers; bob, carol: two; mallory, dave: one
     carol = (course / "feedback" / "carol" / "attention" / f"{WRONG[0]}.html").read_text()
     assert "masked_softmax::weight_sums failed" in carol and "Recognised mistake [fill_zero]" in carol
     for page in pages:
@@ -234,5 +264,7 @@ def test_a_planted_bytecode_cache_is_never_run(attacked, tmp_path):
     assert notebook_scores(root, "eve", ["masked_softmax"]) == {"masked_softmax": report.problems[0].score}
     assert report.problems[0].score < cpu_points(get("masked_softmax"))
     nb = nbformat.read(root / "autograded" / "eve" / "attention" / "masked_softmax.ipynb", as_version=4)
-    failed = [o for c in nb.cells for o in c.get("outputs", []) if o.get("evalue", "").startswith("attnkit check ")]
+    shown = "".join(o.get("text", "") for c in nb.cells if c.source.endswith('graded("masked_softmax")')
+                    for o in c.get("outputs", []))  # the graded cell, as attnkit's step rewrote it
+    failed = re.findall(r"^masked_softmax::\w+ failed \(", shown, re.M)
     assert len(failed) == sum(c.status == "failed" for c in report.problems[0].checks) > 0

@@ -91,3 +91,42 @@ def test_stub_notebook_runs_and_reports_not_started():
     text = outputs_text(nb)
     assert "not started" in text and "masked_softmax.py raises NotImplementedError" in text
     assert "def check_" not in text and "grader/judge/checks.py" not in text  # no hidden code in tracebacks
+
+
+def test_a_hanging_quick_check_stops_at_the_time_per_problem():
+    """The quick check runs the learner's code in their kernel (and in nbgrader's autograde): an endless loop is
+    stopped at the grader's time per problem (here 1 s), not left to the notebook's cell timeout, even where the
+    learner's code, or quick_checks around it, catches every Exception."""
+    import time
+
+    from attnkit.integrations.quick import QuickCheckTimeout, bounded_quick_checks
+
+    def masked_softmax(scores, mask=None, dim=-1):
+        while True:
+            try:
+                time.sleep(0.01)
+            except Exception:  # noqa: BLE001 - a learner's loop that swallows errors
+                pass
+
+    start = time.monotonic()
+    with pytest.raises(QuickCheckTimeout, match="quick check stopped after 1 s"):
+        bounded_quick_checks(next(p for p in PROBLEMS if p.id == "masked_softmax"), masked_softmax, seconds=1)
+    assert time.monotonic() - start < 5
+    import signal
+
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # the timer is put back
+
+
+def test_the_course_grades_each_problem_in_one_cell_with_nothing_hidden():
+    """One graded cell per problem, worth its CPU checks' points, with no hidden-tests region: nbgrader records a
+    hidden region's checksum before stripping it and then warns once per cell and student (nbgrader issue #1961)."""
+    from attnkit.integrations.notebooks import build
+    from attnkit.judge.checks import CHECKS
+
+    for problem in PROBLEMS:
+        nb = build(problem.id, "source", solution="regions")
+        graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+        assert len(graded) == 1 and graded[0].source.endswith(f'graded("{problem.id}")'), problem.id
+        meta = graded[0].metadata["nbgrader"]
+        assert meta["points"] == sum(v for c, v in problem.points.items() if not CHECKS[c].needs_cuda)
+        assert meta["locked"] and "HIDDEN TESTS" not in nbformat.writes(nb)

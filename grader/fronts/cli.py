@@ -108,13 +108,19 @@ def parser() -> argparse.ArgumentParser:
     gs.add_argument("--visibility", choices=VISIBILITIES,
                     help="build: who sees each check's result (default: visible at once; a spec's field visibility "
                     "overrides it per check)")
+    gs.add_argument("--sandbox", choices=["auto", "bwrap"], default="auto",
+                    help="build: where bubblewrap cannot run on Gradescope's machine, grade in the process sandbox "
+                    "and record it (auto, the default), or give every submission an autograder error (bwrap)")
     gs.add_argument("--root", default="/autograder", help=argparse.SUPPRESS)
     gs.set_defaults(run=cmd_gradescope)
-    cl = sub.add_parser("classroom", help="for GitHub Classroom: write the autograding workflow")
-    cl.add_argument("action", choices=["init"])
-    cl.add_argument("directory", metavar="DIR", help="the assignment's template repository")
+    cl = sub.add_parser("classroom", help="for GitHub Classroom: write the template (stubs, autograding workflow); "
+                        "grade: one step of that workflow")
+    cl.add_argument("action", choices=["init", "grade"])
+    cl.add_argument("directory", metavar="DIR|PROBLEM", help="init: the assignment's template repository; grade: "
+                    "the problem to grade")
     cl.add_argument("--kit", default="attnkit", metavar="REQUIREMENT",
-                    help="how the workflow installs attnkit: a pip requirement (git URL, private index)")
+                    help="init: how the workflow installs attnkit: a pip requirement (git URL, private index)")
+    _impl_arg(cl)
     cl.set_defaults(run=cmd_classroom)
     e = sub.add_parser("export", help="for interviewers: write a candidate bundle (stubs, README, public checks)")
     e.add_argument("directory", metavar="DIR")
@@ -191,10 +197,11 @@ def main(argv=None) -> int:
 def _warm_up(request) -> None:
     """Start what grading needs while we import torch: a spare bubblewrap sandbox, else the forkserver.
     Refuses here, before any work, when the sandbox is required and unusable."""
-    from ..run.jail import decide
-    from .requests import BatchRequest, ListRequest, WatchRequest
+    from ..run.jail import decide, unusable
+    from .requests import BatchRequest, ListRequest, Sandbox, WatchRequest
 
-    if isinstance(request, DevRequest) or not decide(sandbox_of(request).wanted):
+    sandbox = sandbox_of(request)
+    if isinstance(request, DevRequest) or not (unusable() is None if sandbox is Sandbox.BEST else decide(sandbox.wanted)):
         from ..run.forkserver import warm_up
 
         warm_up()  # the workers' forkserver imports torch while we do

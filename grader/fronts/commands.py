@@ -159,7 +159,7 @@ def cmd_gradescope(request: GradescopeRequest) -> int:
 
     if request.action is GradescopeAction.RUN:
         return gradescope.run(request.root)
-    print(f"wrote {gradescope.build(request.out, request.visibility)}: upload it as the autograder (Configure Autograder, "
+    print(f"wrote {gradescope.build(request.out, request.visibility, request.isolation)}: upload it as the autograder (Configure Autograder, "
           "zip file)")
     return 0
 
@@ -193,9 +193,14 @@ def cmd_similarity(request: SimilarityRequest) -> int:
 
 
 def cmd_classroom(request: ClassroomRequest) -> int:
+    if request.action == "grade":
+        from ..integrations.classroom_step import run
+
+        return run(request.directory, request.impl, request.lang)
     from ..integrations.classroom import init
 
-    print(f"wrote {init(request.directory, request.kit)}")
+    for path in init(request.directory, request.kit):
+        print(f"wrote {path}")
     return 0
 
 

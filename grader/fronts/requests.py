@@ -13,11 +13,14 @@ from .options import BadInput, default_impl, from_options, json_path, problem_li
 
 
 class Sandbox(Enum):
-    """Where the learner's code runs: REQUIRED, someone else's code (refused without bubblewrap: grade-batch, the
-    Gradescope runner, --untrusted, --report); DEFAULT, as $ATTNKIT_SANDBOX says, else bubblewrap whenever usable."""
+    """Where the learner's code runs: REQUIRED, someone else's code (refused without bubblewrap: grade-batch,
+    --untrusted, --report); DEFAULT, as $ATTNKIT_SANDBOX says, else bubblewrap whenever usable; BEST, bubblewrap
+    whenever usable, else the process sandbox, which the command records (the Gradescope runner, which always
+    answers: integrations/gradescope_run.py)."""
 
     REQUIRED = "required"
     DEFAULT = "default"
+    BEST = "best"  # bubblewrap where usable, else the process sandbox, recorded (the Gradescope runner: it always answers)
 
     @property
     def wanted(self) -> bool | None:
@@ -161,19 +164,22 @@ class GradescopeRequest:
     visibility: str | None
     root: str
     lang: str | None = None
+    isolation: str = "auto"  # build --sandbox: what the runner may fall back to (gradescope.SANDBOXES)
 
     @property
     def sandbox(self) -> Sandbox:
-        return Sandbox.REQUIRED
+        return Sandbox.BEST
 
 
 @dataclass(frozen=True)
 class ClassroomRequest:
-    """`attnkit classroom init DIR`."""
+    """`attnkit classroom init DIR`, or `classroom grade PROBLEM` (one step of its workflow)."""
 
-    directory: str
+    directory: str  # init: the template; grade: the problem's id
     kit: str
     lang: str | None = None
+    action: str = "init"
+    impl: Path | None = None  # grade: the exercises' folder
 
 
 @dataclass(frozen=True)
@@ -294,7 +300,7 @@ def _gradescope(a) -> GradescopeRequest:
     action = GradescopeAction(a.action)
     if action is GradescopeAction.BUILD and not a.out:
         raise BadInput("gradescope build needs OUT.zip")
-    return GradescopeRequest(action, a.out, a.visibility, a.root, a.lang)
+    return GradescopeRequest(action, a.out, a.visibility, a.root, a.lang, a.sandbox)
 
 
 def _export(a) -> ExportRequest:
@@ -333,6 +339,26 @@ def _reset(a) -> ResetRequest:
     return ResetRequest(_problem(a.problem), impl, a.lang)
 
 
+def _classroom(a) -> ClassroomRequest:
+    if a.action == "grade":  # one step of the workflow: the problem (a unique prefix works), the exercises' folder
+        return ClassroomRequest(_problem(a.directory), a.kit, a.lang, "grade", _impl(a.impl))
+    return ClassroomRequest(a.directory, a.kit, a.lang)
+
+
+def _course(a) -> CourseRequest:
+    need_course()
+    return CourseRequest(a.directory, a.lang)
+
+
+def need_course() -> None:
+    """nbgrader and nbformat, for `course init` (the `course` extra: a learner's install has neither)."""
+    try:
+        import nbformat  # noqa: F401
+        import nbgrader  # noqa: F401
+    except ImportError:
+        raise BadInput("an nbgrader course needs nbgrader: pip install -e \".[course]\"") from None
+
+
 def need_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
@@ -352,9 +378,9 @@ _RESOLVERS = {
     "class-report": _class_report,
     "similarity": _similarity,
     "gradescope": _gradescope,
-    "classroom": lambda a: ClassroomRequest(a.directory, a.kit, a.lang),
+    "classroom": _classroom,
     "export": _export,
     "interview": _export,
-    "course": lambda a: CourseRequest(a.directory, a.lang),
+    "course": _course,
     "dev": _dev,
 }

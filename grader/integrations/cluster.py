@@ -61,12 +61,12 @@ def grade_bytes(name: str, data: bytes, grading: dict) -> dict:
     """On a worker: the submission's result (one.grade_one on the unpacked bytes), always inside bubblewrap: the
     sandbox is required here, whatever the task's `grading` says, and where bwrap is unusable on this worker the
     answer is an error row (nothing runs outside it)."""
-    from ..run.jail import INSTALL, unusable
+    from ..run.jail import remedy, unusable
     from .one import grade_one
 
     why = unusable()
     if why is not None:
-        return {"error": f"not graded: this cluster worker cannot sandbox ({why}: {INSTALL})"}
+        return {"error": f"not graded: this cluster worker cannot sandbox ({why}: {remedy(why)})"}
     options = {k: v for k, v in (grading or {}).items() if k in GRADING_KEYS}
     options["sandbox"] = True  # required: decide(True) refuses rather than grade outside bwrap
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(str(name)).stem)[:80].strip(".") or "submission"

@@ -19,9 +19,9 @@ CONFIG = f'''# Made by `attnkit course init`: an nbgrader course for attnkit's a
 c = get_config()  # noqa: F821
 
 c.CourseDirectory.course_id = "attnkit"
-# Seconds per cell. A notebook's first graded cell imports torch and grades the problem
-# (a few seconds on 2 cores); a hung submission is stopped earlier by attnkit's own
-# per-problem timeout (30 s), so this only bounds cells the learner wrote themselves.
+# Seconds per cell. attnkit's cells stop a learner's endless loop at its own time per problem
+# (30 s): the quick check in the kernel, and the grading outside it (each problem's graded cell,
+# worth its checks' points with partial credit), so this only bounds cells the learner wrote.
 c.Execute.timeout = {CELL_TIMEOUT}
 # Submissions from students not yet in the gradebook are graded, not refused.
 c.Autograde.create_student = True

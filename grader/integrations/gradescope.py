@@ -4,19 +4,20 @@ The autograder zip holds setup.sh (installs the CPU build of torch, then this ki
 that its reference solutions stay beside its grader), run_autograder, and a copy of the kit.
 run_autograder grades $AUTOGRADER_ROOT/submission (default /autograder) and writes
 results/results.json in Gradescope's format: one test per check, with its score. Hidden
-checks show their result, their rule and the recognised mistake, never their inputs.
+checks show their result, their rule and the recognised mistake, never their inputs. It writes
+results.json whatever happens (gradescope_run.py): where bubblewrap cannot run, it grades in the
+process sandbox and records that for the instructor, or, built with `--sandbox bwrap`, answers
+with an autograder error.
 """
 from __future__ import annotations
 
 import json
-import re
 import zipfile
 from pathlib import Path
 
 from .. import ROOT
 from ..errors import BadInput
 from ..model.spec import VISIBILITIES
-from ..problems import ORDER
 
 KIT_PARTS = ("pyproject.toml", "README.md", "grader", "solutions")
 SETUP = """#!/usr/bin/env bash
@@ -35,14 +36,17 @@ root="${AUTOGRADER_ROOT:-/autograder}"
 
 
 SETTINGS = "gradescope.json"
-"""In the autograder's copy of the kit: the settings `build` was given (the default visibility)."""
+"""In the autograder's copy of the kit: the settings `build` was given (the default visibility, the sandbox)."""
 
 
-def build(out, visibility: str | None = None) -> Path:
-    """The autograder zip; `visibility`: who sees each check's result (VISIBILITIES), unless its spec says otherwise."""
+def build(out, visibility: str | None = None, sandbox: str = "auto") -> Path:
+    """The autograder zip; `visibility`: who sees each check's result (VISIBILITIES), unless its spec says otherwise;
+    `sandbox`: SANDBOXES."""
     out = Path(out)
     if visibility is not None and visibility not in VISIBILITIES:
         raise BadInput(f"--visibility {visibility}: choose one of {', '.join(VISIBILITIES)}")
+    if sandbox not in SANDBOXES:
+        raise BadInput(f"--sandbox {sandbox}: choose one of {', '.join(SANDBOXES)}")
     if out.suffix.lower() != ".zip":
         raise BadInput(f"{out}: the autograder must be a .zip")
     if out.exists():
@@ -53,8 +57,9 @@ def build(out, visibility: str | None = None) -> Path:
                 info = zipfile.ZipInfo(name)
                 info.external_attr = 0o755 << 16
                 z.writestr(info, text)
-            if visibility is not None:
-                z.writestr(f"attnkit/{SETTINGS}", json.dumps({"visibility": visibility}) + "\n")
+            chosen = {k: v for k, v in (("visibility", visibility), ("sandbox", sandbox)) if v not in (None, "auto")}
+            if chosen:
+                z.writestr(f"attnkit/{SETTINGS}", json.dumps(chosen) + "\n")
             for part in KIT_PARTS:
                 path = ROOT / part
                 files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
@@ -66,14 +71,6 @@ def build(out, visibility: str | None = None) -> Path:
 
 
 MAX_OUTPUT = 2000  # characters of one test's output (and of the summary): results.json is shown to the student
-
-RAISED = frozenset((  # builtin exception types a not-started line may name: the learner's own class names never show
-    "AssertionError", "AttributeError", "FileNotFoundError", "ImportError", "IndentationError", "IndexError",
-    "KeyError", "MemoryError", "ModuleNotFoundError", "NameError", "NotImplementedError", "OSError", "RecursionError",
-    "RuntimeError", "SyntaxError", "SystemExit", "TabError", "TypeError", "UnicodeDecodeError", "ValueError",
-    "ZeroDivisionError",
-))
-
 
 def public_output(check, problem=None) -> str:
     """What a student sees of a check: its rule, its result, the mistake it recognised, all in the grader's own words
@@ -103,33 +100,13 @@ def _mistake(pid: str, mistake: str) -> str:
 
 
 def not_started(pid: str, message: str) -> str:
-    """Why a problem was not started, in one of the grader's own sentences. The reason comes from the worker (the
-    learner's process could write any text there), so it only chooses among these sentences: an exception's message,
-    its file and line never show (they could carry the hidden inputs the worker held while importing), and its type
-    shows only where it is one of the builtin types in RAISED."""
-    from ..problems import get
+    """Why a problem was not started, in one of the grader's own sentences (report/not_started.py)."""
+    from ..report.not_started import sentence
 
-    reason = message.split("\n", 1)[0].removeprefix("not started: ")
-    failed = f"importing {pid}.py failed: "
-    if reason == f"{pid}.py raises NotImplementedError: still a stub, fill it in":
-        return f"{pid}.py is still the stub (it raises NotImplementedError): fill it in"
-    if reason == f"{pid}.py not found in the submission":
-        return f"{pid}.py is not in your submission"
-    if reason == f"{pid}.py defines no `{get(pid).symbol}`":
-        return f"{pid}.py defines no `{get(pid).symbol}`"
-    if reason.startswith("the grader could not sandbox this submission"):
-        return "the grader could not prepare your submission (too large, or too many files?)"
-    if reason == failed + "it printed more than the output limit allows (--output-limit)":
-        return f"importing {pid}.py printed more than the output limit allows"
-    if reason.startswith(failed):
-        m = re.match(r"([A-Za-z_]\w*)(?=:|$| \()", reason[len(failed):])
-        raised = m.group(1) if m and m.group(1) in RAISED else "an exception"
-        return (f"your module {pid}.py raised {raised} on import (its message and line are left out here; run the "
-                "public checks to see them)")
-    return f"{pid}.py could not be loaded (run the public checks to see why)"
+    return sentence(pid, message)
 
 
-def _public(text: str) -> str:
+def bounded(text: str) -> str:
     """Text for results.json: no control characters (newlines kept), bounded (json.dumps escapes the rest)."""
     from ..run.inbox import clean
 
@@ -149,45 +126,41 @@ def results(report, visibility: str | None = None) -> dict:
                 continue
             tests.append({"name": f"{p.id}: {c.id}", "score": c.score, "max_score": c.max_score,
                           "status": "passed" if c.status == "passed" else "failed",
-                          "output": _public(public_output(c, p)), "visibility": own.get(c.id, visibility or "visible")})
+                          "output": bounded(public_output(c, p)), "visibility": own.get(c.id, visibility or "visible")})
     summary = "\n".join(f"{p.id}: {p.status.replace('_', ' ')} ({p.score:g}/{p.max_score:g})" for p in report.problems)
-    data = {"score": report.score, "output": _public(summary), "tests": tests, "stdout_visibility": "hidden"}
+    data = {"score": report.score, "output": bounded(summary), "tests": tests, "stdout_visibility": "hidden"}
     if visibility is not None:
         data["visibility"] = visibility
     return data
 
 
+SANDBOXES = ("auto", "bwrap")
+"""`build --sandbox`: auto (bubblewrap where the machine allows it, else the process sandbox, recorded for the
+instructor) or bwrap (bubblewrap only: where it cannot run, every submission gets an autograder error)."""
+
+
 def settings() -> dict:
-    """What `build` wrote into this copy of the kit ({} where it was built without options, or outside one)."""
+    """What `build` wrote into this copy of the kit ({} where it was built without options, or outside one); a value
+    this kit does not know is left out."""
     try:
         data = json.loads((ROOT / SETTINGS).read_text())
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) and data.get("visibility") in VISIBILITIES else {}
+    allowed = {"visibility": VISIBILITIES, "sandbox": SANDBOXES}
+    return {k: v for k, v in data.items() if k in allowed and v in allowed[k]} if isinstance(data, dict) else {}
 
 
-def run(root, sandbox: bool | None = True) -> int:
-    """Grade root/submission, write root/results/results.json; a broken submission still gets results.
-    Students' code: inside bubblewrap, which setup.sh installs (`sandbox=None` only for the kit's tests)."""
-    from ..grading import grade
-    from ..run.inbox import one_line
-    from ..run.submission import open_submission
+def run(root) -> int:
+    """Grade root/submission and write root/results/results.json, whatever happens: a broken submission still gets
+    results, and so does a machine where bubblewrap cannot run (gradescope_run.py)."""
+    from .gradescope_run import grade_submission
 
     root = Path(root)
     out = root / "results" / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        impl, unpacked = open_submission(root / "submission", label="your submission")
-    except BadInput as exc:
-        files = ", ".join(f"{pid}.py" for pid in ORDER)
-        data = {"score": 0, "output": _public(f"{one_line(exc, 600)}. Upload the problem files ({files})."), "tests": [],
-                **({"visibility": settings()["visibility"]} if settings() else {})}
-    else:
-        try:
-            data = results(grade(impl, sandbox=sandbox), settings().get("visibility"))
-        finally:
-            if unpacked:
-                unpacked.cleanup()
+    chosen = settings()
+    data, log = grade_submission(root / "submission", chosen.get("sandbox", "auto"), chosen.get("visibility"))
     out.write_text(json.dumps(data, indent=2) + "\n")
+    print("\n".join(log))  # run_autograder's stdout: Gradescope shows it to the instructor only
     print(data["output"])
     return 0

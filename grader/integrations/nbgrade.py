@@ -11,9 +11,10 @@ points come from two steps of nbgrader's own process (the course's nbgrader_conf
   (integrity.preload), and from then on lets nbgrader's process import only files unchanged since it started
   (import_guard.Guard); it warns where attnkit's install is writable by the kernel's user.
 - `GradeOutsideKernel`, right after nbgrader's Execute step: grades the implementation cells taken before the
-  execution with the sandboxed workers, like any submission, and rewrites the output of every check cell
-  (`check("<problem>", "<check>")`) from that result: an error output where the check fails (nbgrader gives 0
-  points), a plain line where it passes. What the kernel printed there is discarded. Before it returns, it compares
+  execution with the sandboxed workers, like any submission, and rewrites the output of every graded cell
+  (`graded("<problem>")`) from that result: each check's line (a failing one with its message), and the points of
+  the checks that passed as the cell's value, which nbgrader takes as partial credit. (A course made by an older
+  attnkit has one cell per check, `check("<problem>", "<check>")`: an error output where it fails, nbgrader's 0.) What the kernel printed there is discarded. Before it returns, it compares
   every file Python could run code from (attnkit's, each directory on sys.path, nbgrader's configuration) with
   their record taken when nbgrader loaded the configuration (integrity.Snapshot): if any changed, a student's cell
   may have written it, and the notebook is refused with an autograder error instead of graded.
@@ -37,7 +38,8 @@ from traitlets import Bool, Enum, Unicode
 from . import import_guard, integrity
 from ..run.inbox import clean
 
-CHECK = re.compile(r'^check\("(\w+)", "(\w+)"\)$', re.M)
+GRADED = re.compile(r'^graded\("(\w+)"\)$', re.M)  # a problem's graded cell (notebooks.py)
+CHECK = re.compile(r'^check\("(\w+)", "(\w+)"\)$', re.M)  # one check's cell, in courses made by attnkit before 0.2
 TAG = re.compile(r"^# attnkit: (\w+) ")
 DOCS = "docs/nbgrader.md in attnkit's repository"
 
@@ -152,6 +154,9 @@ class GradeOutsideKernel(AttnkitStep):
         for i, cell in enumerate(nb.cells):
             if i in outputs:
                 cell.outputs = outputs[i]
+                for out in cell.outputs:  # a graded cell's value: nbgrader reads it as the partial credit
+                    if out.output_type == "execute_result":
+                        out.execution_count = cell.get("execution_count")
         return nb, resources
 
     def _verify(self, where: str) -> None:
@@ -204,10 +209,10 @@ def _grade(cells: list[tuple]) -> dict[int, list]:
     outputs = {}
     with tempfile.TemporaryDirectory(prefix="attnkit-nbgrader-") as tmp:
         for i, (kind, source, _) in enumerate(cells):
-            m = CHECK.search(source) if kind == "code" else None
+            m = (GRADED.search(source) or CHECK.search(source)) if kind == "code" else None
             if not m or m.group(1) not in ORDER:
                 continue
-            pid, cid = m.groups()
+            pid, cid = m.group(1), (m.group(2) if m.re is CHECK else None)
             if pid not in reports:
                 needed = {d: impl.get(d) for d in (*get(pid).requires, pid)}
                 if any(v is None for v in needed.values()):
@@ -222,9 +227,16 @@ def _grade(cells: list[tuple]) -> dict[int, list]:
     return outputs
 
 
-def _outputs(pid: str, cid: str, report) -> list:
+def _outputs(pid: str, cid: str | None, report) -> list:
+    """The outputs of a graded cell (`cid` None: the problem's, partial credit as its value) or of one check's."""
     if report is None:
-        return [_error(f"attnkit check {pid}::{cid}: the notebook has no cell starting with `# attnkit: {pid}`")]
+        return [_error(f"attnkit {pid}: the notebook has no cell starting with `# attnkit: {pid}`")]
+    if cid is None:
+        from .notebook import graded_text
+
+        text, score = graded_text(pid, report)
+        return [nbformat.v4.new_output("stream", name="stdout", text=clean(text, 20000) + "\n"),
+                nbformat.v4.new_output("execute_result", data={"text/plain": f"{score:g}"}, execution_count=None)]
     result = next((c for c in report.problems[0].checks if c.id == cid), None)
     if result is None:
         return [_error(f"attnkit check {pid}::{cid}: no such check")]

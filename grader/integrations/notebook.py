@@ -1,5 +1,5 @@
-"""What the notebooks call: quick checks, the full grading of a problem, one graded check
-per nbgrader cell, and a heatmap. The learner's code is taken from the cells marked
+"""What the notebooks call: quick checks (within the time per problem), the full grading of a
+problem, nbgrader's graded cell of a problem (and the per-check cells of older courses), and a heatmap. The learner's code is taken from the cells marked
 `# attnkit: <problem>` (the last run of each), written as modules to a private temporary
 directory and graded like any directory; the hidden checks stay in this package.
 """
@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ..problems import get
+from .quick import QuickCheckTimeout, bounded_quick_checks
 
 _REPORTS: dict = {}
 
@@ -111,6 +112,38 @@ def check(pid: str, cid: str) -> None:
     print(f"{pid}::{cid} passed ({result.score:g}/{result.max_score:g} points)")
 
 
+def graded_text(pid: str, report) -> tuple[str, float]:
+    """(what a graded cell shows, its points) for `pid` in `report`: each CPU check's line, a failing one with the
+    grader's message; the points of the CPU checks that passed (nbgrader's cell is worth theirs: CUDA checks are
+    never part of it, whatever the grading machine has)."""
+    from ..judge.checks import CHECKS
+
+    lines, score = [], 0.0
+    for c in report.problem(pid).checks:
+        if c.id not in CHECKS or CHECKS[c.id].needs_cuda:
+            continue
+        if c.status == "passed":
+            score += c.score
+            lines.append(f"{pid}::{c.id} passed ({c.score:g}/{c.max_score:g} points)")
+        elif c.status == "skipped":
+            lines.append(f"{pid}::{c.id} skipped: {c.message}")
+        else:
+            lines.append(f"{pid}::{c.id} failed (0/{c.max_score:g} points)\n{c.message}")
+    return "\n".join(lines), score
+
+
+def graded(pid: str) -> float | None:
+    """The graded cell of a problem (nbgrader): every CPU check's result, and the points as the cell's value, which
+    nbgrader takes as partial credit. Under `nbgrader autograde` with attnkit's course configuration the points are
+    computed outside this kernel (nbgrade.py), which rewrites this cell's output; here it only says so."""
+    if _graded_outside():
+        print(f"{pid}: graded outside the kernel by nbgrader's attnkit step")
+        return None
+    text, score = graded_text(pid, report(pid))
+    print(text)
+    return score
+
+
 def grade_here(pid: str) -> None:
     """The same table and messages as `attnkit grade`, for this problem."""
     from ..report.summary import failures, table
@@ -123,15 +156,17 @@ def grade_here(pid: str) -> None:
 
 
 def quick_check(pid: str) -> None:
-    """Shapes and weight sums of the code in this notebook on one small fixed example."""
-    from .public import quick_checks
-
+    """Shapes and weight sums of the code in this notebook on one small fixed example, within the time per problem."""
     problem = get(pid)
     target = _shell().user_ns.get(problem.symbol)
     if target is None:
         raise CheckFailed(f"`{problem.symbol}` is not defined: run the cell that starts with `# attnkit: {pid}`")
     failed = []
-    for what, why in quick_checks(problem, target):
+    try:
+        results = bounded_quick_checks(problem, target)
+    except QuickCheckTimeout as stopped:
+        raise CheckFailed(str(stopped)) from None
+    for what, why in results:
         print(f"{'ok ' if why is None else 'FAIL'} {what}" + (f": {why}" if why else ""))
         failed += [f"{what}: {why}"] if why else []
     if failed:

@@ -3,9 +3,11 @@
 `learner` notebooks (notebooks/<id>.ipynb) hold the statement, stub cells to fill in, quick
 visible checks, a cell that runs the full grading, and a heatmap cell. nbgrader `source`
 notebooks hold the same cells with the reference inside solution regions, and one locked,
-autograded test cell per CPU check, worth the spec's points, whose call to the installed
-grader sits in a hidden-tests region. CUDA checks are left out of the notebooks: points
-must not depend on the grading machine (see docs/instructors.md).
+autograded cell per problem, worth its CPU checks' points, with partial credit: a call to the
+installed grader, `graded("<problem>")`, with nothing to hide (no hidden-tests region, whose
+checksum nbgrader records before stripping it and then warns about: nbgrader issue #1961).
+CUDA checks are left out of the notebooks: points must not depend on the grading machine
+(see docs/instructors.md).
 """
 from __future__ import annotations
 
@@ -93,8 +95,9 @@ WORDS = {  # the notebooks' own sentences; the problem's from its localized spec
               "zh": "卡住了？在终端运行 `attnkit hint {pid} --lang zh`，提示会一级一级地显示。"},
     "quick": {"en": "## Quick checks\nShapes and weight sums on one small fixed example.",
               "zh": "## 快速检查\n在一个固定的小例子上检查形状和权重之和。"},
-    "graded": {"en": "## Graded checks\nEach cell below is one hidden check; its points are in its first line.",
-               "zh": "## 计分检查\n下面每个单元是一项隐藏检查，分值写在第一行。"},
+    "graded": {"en": "## Graded checks\nThe cell below runs every hidden check of this problem ({points} points): "
+                     "each check's points count, so a partly right answer gets part of them.",
+               "zh": "## 计分检查\n下面的单元运行本题的全部隐藏检查（共 {points} 分）：每项检查的分数分别计入，部分正确也能得到部分分数。"},
     "full": {"en": "## Full grading\nThe same hidden checks and table as `attnkit grade`.",
              "zh": "## 完整评分\n与 `attnkit grade` 相同的隐藏检查和结果表。"},
     "weights": {"en": "## Attention weights\nYour weights on a fixed example; the reference's beside them once you pass.",
@@ -146,14 +149,11 @@ def _build(problem, kind: str, solution: str | None) -> nbformat.NotebookNode:
         add("code", cell_source(get(dep, problem.lang), solution), _meta(f"impl_{dep}", solution=True, locked=False))
     add("md", _say("quick", problem.lang), _meta(f"quick_md_{pid}"))
     add("code", f'from attnkit.integrations.notebook import quick_check\n\nquick_check("{pid}")', _meta(f"quick_{pid}"))
-    if source:
-        add("md", _say("graded", problem.lang), _meta(f"graded_md_{pid}"))
-        for cid, points in problem.points.items():
-            if CHECKS[cid].needs_cuda:
-                continue
-            add("code", f"# check {cid}: {CHECKS[cid].title} ({points} points)\nfrom attnkit.integrations.notebook import check\n\n"
-                        f"### BEGIN HIDDEN TESTS\ncheck(\"{pid}\", \"{cid}\")\n### END HIDDEN TESTS",
-                _meta(f"check_{pid}_{cid}", grade=True, points=points))
+    if source:  # one graded cell: the problem's CPU checks, with partial credit; nothing in it to hide
+        points = sum(v for cid, v in problem.points.items() if not CHECKS[cid].needs_cuda)
+        add("md", _say("graded", problem.lang, points=points), _meta(f"graded_md_{pid}"))
+        add("code", f"# attnkit graded cell: {pid} ({points} points)\nfrom attnkit.integrations.notebook import graded\n\n"
+                    f"graded(\"{pid}\")", _meta(f"graded_{pid}", grade=True, points=points))
     else:
         add("md", _say("full", problem.lang))
         add("code", f'from attnkit.integrations.notebook import grade_here\n\ngrade_here("{pid}")')

@@ -34,6 +34,10 @@ CODE_DIR = "/attnkit-worker"  # where the worker modules appear inside
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime")
 INSTALL = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+NOT_INSTALLED = "bwrap is not installed"
+NAMESPACES = ("bwrap is installed, but this machine refuses it the namespaces it needs (as root: the right to mount, "
+              "which a Docker container with its default seccomp profile lacks; without root: unprivileged user "
+              "namespaces): allow them, or grade elsewhere (docs/security.md, Untrusted submissions)")
 MODES = ("auto", "bwrap", "off")
 TMP_BYTES = 64 << 20  # the private /tmp
 
@@ -57,7 +61,7 @@ def unusable() -> str | None:
         done = subprocess.run([*namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "true"],
                               capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     except FileNotFoundError:
-        return "bwrap is not installed"
+        return NOT_INSTALLED
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap could not run ({exc})"
     if done.returncode != 0:
@@ -81,9 +85,14 @@ def decide(sandbox: bool | None) -> bool:
     if why is None:
         return True
     if sandbox:
-        raise BadInput(f"untrusted grading needs the OS sandbox, and {why}: {INSTALL}")
+        raise BadInput(f"untrusted grading needs the OS sandbox, and {why}: {remedy(why)}")
     _notice(why)
     return False
+
+
+def remedy(why: str) -> str:
+    """What to do about `why` (unusable's answer): install bwrap where it is missing, else allow its namespaces."""
+    return INSTALL if why == NOT_INSTALLED else NAMESPACES
 
 
 @functools.lru_cache(maxsize=1)

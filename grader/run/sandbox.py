@@ -8,11 +8,15 @@ and every shared temporary directory are hidden behind empty tmpfs mounts; then 
 unique unprivileged uid with no way to regain privileges, so the worker can neither read
 the references nor write anything of the grader's or the learner's, and every process it
 starts is found by uid and killed when grading ends. Without root those two layers are
-skipped, which `isolation()` reports.
+skipped; as root without the right to mount (a container with Docker's default capabilities,
+where bubblewrap cannot run either) the mounts are skipped and the uid drop stays: `isolation()`
+reports which.
 """
 from __future__ import annotations
 
 import ctypes
+import errno
+import functools
 import os
 import resource
 import signal
@@ -62,9 +66,29 @@ def isolation(sandbox: str = "process") -> str:
     if sandbox == "bubblewrap":
         return "bubblewrap (own PID, network and mount namespaces; " + \
             ("an unprivileged uid)" if os.geteuid() == 0 else "a user namespace)")
+    if os.geteuid() == 0 and not mounts_allowed():
+        return ("process sandbox, root without the right to mount (unprivileged uid; no private mounts: the kit's "
+                "files readable, /tmp shared; shared PID and network namespaces)")
     return "process sandbox, root (private mounts, unprivileged uid; shared PID and network namespaces)" \
         if os.geteuid() == 0 else \
         "process sandbox, not root (limits, scrubbed environment, private copy; the kit's files stay readable)"
+
+
+class NoMounts(OSError):
+    """The kernel refuses this process a mount namespace: root without CAP_SYS_ADMIN (a container's default)."""
+
+
+@functools.lru_cache(maxsize=1)
+def mounts_allowed() -> bool:
+    """Whether a process here may make a private mount namespace (what `enter` tries as root), asked of a child."""
+    import subprocess
+    import sys
+
+    code = f"import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare({CLONE_NEWNS}) != 0)"
+    try:
+        return subprocess.run([sys.executable, "-I", "-c", code], timeout=30, capture_output=True).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> tuple[str, int | None]:
@@ -76,7 +100,10 @@ def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> t
     root = os.geteuid() == 0
     scratch = [d for d in SHARED_TMP if not any(under(p, d) for p in _needed())] if root else []
     if root:
-        _private_mounts(hide, scratch, [] if "/tmp" in scratch else [scratch_dir])
+        try:
+            _private_mounts(hide, scratch, [] if "/tmp" in scratch else [scratch_dir])
+        except NoMounts:  # root without the right to mount: the uid drop below still holds
+            scratch = []
     work = Path(SUBMISSION if "/tmp" in scratch else scratch_dir)
     _write(work, files)
     uid = None
@@ -203,7 +230,8 @@ def _private_mounts(hidden: list[str], scratch, writable: list[str]) -> None:
     (the order matters: a kit inside /tmp is then simply gone)."""
     libc = _libc()
     if libc.unshare(CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
+        code = ctypes.get_errno()
+        raise (NoMounts if code == errno.EPERM else OSError)(code, "unshare(CLONE_NEWNS) failed")
     if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         raise OSError(ctypes.get_errno(), "making mounts private failed")
     for paths, flags, options in ((scratch, 0, b"size=64m,mode=1777"), (hidden, MS_RDONLY, b"size=1m,mode=0555")):
