@@ -83,10 +83,7 @@ def finding(problem, ctx, case, answer: dict | None) -> list[str]:
     found = align(ref, got, {i for i in range(len(ref.ops)) if tuple(ref.prints[i].tolist()) in outputs},
                   torch.stack(given) if given else None)
     if found is None:
-        return [f"Your computation, traced on {call_text(problem, case)}, forms every tensor the reference's does, "
-                "with the same values up to layout, yet returns another result: the right values end up in the "
-                "wrong places (a mask applied to other positions, heads or rows paired otherwise, a transposed or "
-                "reshaped result)."]
+        return _all_formed(problem, ctx, case, ref, got, outputs)
     at = found.departure
     lines = [f"Where your computation departs, traced on {call_text(problem, case)}:"]
     if found.last_matched is not None:
@@ -119,6 +116,28 @@ def finding(problem, ctx, case, answer: dict | None) -> list[str]:
             f"; you form no tensor with its {int(ref.prints[at, 0])} entries (the reference goes on with "
             f"{', '.join(NOUNS.get(u, u) for u in uses) or 'it as a result'}).")
     return lines
+
+
+def _all_formed(problem, ctx, case, ref, got, outputs) -> list[str]:
+    """Every reference stage has its equal among the learner's tensors: either the returned values are the right ones
+    in the wrong places, or the learner formed the right result and went on computing (a step too many)."""
+    from .align import distance
+
+    where = f"Your computation, traced on {call_text(problem, case)}, "
+    returned = ctx.got[case.key].outputs
+    names = case.call.get("names") or [f"output {i}" for i in range(len(returned))]
+    for k, (mine, theirs) in enumerate(zip(returned, ctx.ref[case.key].outputs)):
+        a = Trace(fingerprint(theirs)[None], torch.zeros(1, 8, dtype=torch.int64), ["ref"], [[]])
+        b = Trace(fingerprint(mine)[None], torch.zeros(1, 8, dtype=torch.int64), ["got"], [[]])
+        if mine.shape == theirs.shape and float(distance(a, b)[0, 0]) > 1e-9:  # not the same values rearranged
+            equal = [j for j in range(len(got.ops)) if float(distance(a, got)[0, j]) <= 1e-9]
+            if equal:
+                return [where + f"forms the reference's {names[k]} (your {got.ops[equal[-1]]}), but what it returns "
+                        f"as {names[k]} is computed further from it: a step too many after that point (a second "
+                        "scaling, a normalisation or a mask applied twice)."]
+    return [where + "forms every tensor the reference's does, with the same values up to layout, yet returns another "
+            "result: the right values end up in the wrong places (a mask applied to other positions, heads or rows "
+            "paired otherwise, a transposed or reshaped result)."]
 
 
 def _output_names(problem, ctx, case) -> dict:

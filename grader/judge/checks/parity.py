@@ -12,7 +12,7 @@ from ..context import compare_all, valid_mask
 from ..registry import Check, options, register
 from ...draw.scenarios import as_reference
 from .outputs import PartialBlocks, group_base, group_float32
-from . import parity_evidence, tiled_evidence
+from . import crash_evidence, parity_evidence, tiled_evidence
 from .parity_symptoms import SYMPTOMS
 
 
@@ -45,7 +45,8 @@ def check_oracle(ctx):
 
 register(Check("parity_float64", "same values as the reference, float64", {"base": group_base},
                check_parity("base", "float64"), general=True, options=PartialBlocks, symptoms=SYMPTOMS,
-               evidence=lambda p, ctx: parity_evidence.evidence(p, ctx) + tiled_evidence.evidence(p, ctx)))
+               evidence=lambda p, ctx: (crash_evidence.evidence(p, ctx) + parity_evidence.evidence(p, ctx)
+                                        + tiled_evidence.evidence(p, ctx))))
 register(Check("parity_float32", "same values as the reference, float32", {"f32": group_float32},
                check_parity("f32", "float32")))
 @dataclass(frozen=True)

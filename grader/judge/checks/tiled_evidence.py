@@ -1,8 +1,8 @@
 """What the general calls show of tiled and backward code, in words, where no catalogued mistake is named: lse off by
 a factor of ln 2, rows that have allowed keys coming back exactly 0, errors only when block_q != block_k or only with a
-partial last block, errors only
-on rows whose maximum score lies in a later key block (the running max rises: the rescale), gradient errors
-confined to one of dQ, dK, dV. Each reads the calls' own results; none names a mistake."""
+partial last block, errors only on rows whose maximum score lies in a later key block (the running max rises: the
+rescale), only one returned tensor wrong (one of dQ, dK, dV; lse alone). Each reads the calls' own results; none
+names a mistake."""
 from __future__ import annotations
 
 import math
@@ -98,13 +98,15 @@ def _partial_blocks(problem, ctx) -> list[str]:
         if arg not in names:
             continue
         i = names.index(arg)
-        right, wrong = set(), set()
+        right, wrong = [], []
         for case, got, ref in _pairs(ctx):
             args = case.call["args"]
             block = args[i] if len(args) > i else problem.call_defaults.get(arg, 64)
-            partial = bool(args[at].shape[-2] % block)
-            (right if all(_close(g, r).all() for g, r in zip(got, ref)) else wrong).add(partial)
-        if wrong == {True} and True in right | wrong and False in right:
+            T = args[at].shape[-2]
+            partial = T > block and bool(T % block)  # a last block shorter than the others (one block is no tiling)
+            (right if all(_close(g, r).all() for g, r in zip(got, ref)) else wrong).append(partial)
+        # every wrong call has a partial block, some full-block call is right, and most partial calls are wrong
+        if wrong and all(wrong) and False in right and len(wrong) > right.count(True):
             T = "Tk" if axis == "key" else "Tq"
             lines.append(f"only calls whose last {axis} block is partial ({arg} does not divide {T}) go wrong: the "
                          f"last, shorter {axis} block is dropped or mishandled")
@@ -136,21 +138,22 @@ def _max_rises(problem, ctx) -> list[str]:
     return []
 
 
-def _one_gradient(problem, ctx) -> list[str]:
-    at = _role(problem, "gradient")
-    if len(at) < 2:
+def _one_output(problem, ctx) -> list[str]:
+    """Only one of the returned tensors is wrong (dK alone of the gradients; lse alone, the output right)."""
+    outs = problem.methods[-1].returns
+    if len(outs) < 2 or problem.weights_index is not None:
         return []
     wrong = set()
     for case, got, ref in _pairs(ctx):
-        wrong |= {i for i in at if not _close(got[i], ref[i], grad=True).all()}
+        wrong |= {i for i, o in enumerate(outs) if not _close(got[i], ref[i], grad=o.role == "gradient").all()}
     if len(wrong) == 1:
         i = wrong.pop()
-        others = [problem.methods[-1].returns[j].name for j in at if j != i]
-        return [f"only {problem.methods[-1].returns[i].name} is wrong ({', '.join(others)} are right): look at the "
-                "step that computes it alone"]
+        others = [o.name for j, o in enumerate(outs) if j != i]
+        return [f"only {outs[i].name} is wrong ({', '.join(others)} {'is' if len(others) == 1 else 'are'} right): the "
+                "steps it shares with them are right; look at the ones that compute it alone"]
     return []
 
 
 def evidence(problem, ctx) -> list[str]:
     """Each detector's line, in order."""
-    return [line for f in (_lse_base, _zero_rows, _blocks_unequal, _partial_blocks, _max_rises, _one_gradient) for line in f(problem, ctx)]
+    return [line for f in (_lse_base, _zero_rows, _blocks_unequal, _partial_blocks, _max_rises, _one_output) for line in f(problem, ctx)]
