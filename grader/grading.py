@@ -243,11 +243,12 @@ def _name_mistakes(problem, ctx, failing) -> None:
         for c in failing:
             c.message += f"\n(the mistake diagnosis failed internally: {tail}; please report it)"
         return
-    for c in failing:
+    for c in failing:  # a named mistake's block is shown once per problem by the reports (report/feedback.py)
         c.mistake = named.get(c.id)
-        c.message += "\n" + describe(problem, c.mistake)
-        if c.mistake is None and seen:
-            c.message += "\nWhat the results show: " + "; ".join(seen) + "."
+        if c.mistake is None:
+            c.message += "\n" + describe(problem, None)
+            if seen:
+                c.message += "\nWhat the results show: " + "; ".join(seen) + "."
 
 
 def _evidence(ctx, case) -> dict | None:

@@ -225,7 +225,8 @@ def _grade(cells: list[tuple]) -> dict[int, list]:
 def _outputs(pid: str, cid: str, report) -> list:
     if report is None:
         return [_error(f"attnkit check {pid}::{cid}: the notebook has no cell starting with `# attnkit: {pid}`")]
-    result = next((c for c in report.problems[0].checks if c.id == cid), None)
+    problem = report.problems[0]
+    result = next((c for c in problem.checks if c.id == cid), None)
     if result is None:
         return [_error(f"attnkit check {pid}::{cid}: no such check")]
     if result.status == "passed":
@@ -233,7 +234,9 @@ def _outputs(pid: str, cid: str, report) -> list:
                                        text=f"{pid}::{cid} passed ({result.score:g}/{result.max_score:g} points)\n")]
     if result.status == "skipped":
         return [nbformat.v4.new_output("stream", name="stdout", text=f"{pid}::{cid} skipped: {result.message}\n")]
-    return [_error(f"attnkit check {pid}::{cid} failed (0/{result.max_score:g} points)\n{result.message}")]
+    from ..report.feedback import for_check  # a mistake's block once: under the first check cell it explains
+
+    return [_error(f"attnkit check {pid}::{cid} failed (0/{result.max_score:g} points)\n{for_check(problem, result)}")]
 
 
 def _error(message: str):

@@ -64,14 +64,27 @@ def markdown(report, submission: str, argv: list[str], attempts: list[str] | Non
         if p.status == "not_started" and failed:
             lines += ["", "Not started:", "", *fenced(failed[0].message.removeprefix("not started: "))]
         else:
-            for c in failed:
-                lines += ["", f"**{c.id}**", "", *fenced(c.message)]
+            lines += _feedback(p)
     lines += ["", *attempts] if attempts else []
     argv = argv if "--seed" in argv or "--variant" in argv else [*argv, "--seed", str(report.seed)]
     command = clean(" ".join(shlex.quote(a) for a in ["attnkit", *argv]), 2000)  # the path may be the candidate's name
     lines += ["", "## Reproduce", "", "The hidden inputs are seeded, so this gives the same result:", "",
               *fenced(command), ""]
     return "\n".join(lines)
+
+
+def _feedback(problem) -> list[str]:
+    """The failing checks, grouped under the mistake that explains them: each mistake's block once (feedback.py)."""
+    from .feedback import block, groups
+
+    lines = []
+    for mistake, checks in groups(problem):
+        if mistake is not None:
+            lines += ["", f"**{mistake}** explains {', '.join(c.id for c in checks)}:", "",
+                      *fenced(block(problem.id, mistake))]
+        for c in checks:
+            lines += ["", f"**{c.id}**", "", *fenced(c.message)]
+    return lines
 
 
 def code(text: str, limit: int = 200) -> str:
