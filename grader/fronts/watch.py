@@ -51,7 +51,9 @@ def syntax_error(path: Path) -> str | None:
         compile(source, path.name, "exec", dont_inherit=True)
     except SyntaxError as exc:
         line = (exc.text or "").rstrip("\n")
-        shown = [f"    {one_line(line, 200)}", f"    {' ' * max((exc.offset or 1) - 1, 0)}^"] if line.strip() else []
+        lead = len(line) - len(line.lstrip())  # one_line strips it: the caret moves with the text
+        caret = " " * max((exc.offset or 1) - 1 - lead, 0)
+        shown = [f"    {one_line(line, 200)}", f"    {caret}^"] if line.strip() else []
         return "\n".join([f"syntax error in {path.name}, line {exc.lineno}: {one_line(exc.msg, 200)}", *shown])
     except ValueError as exc:  # a null byte
         return f"{path.name} cannot be compiled: {one_line(exc, 200)}"
