@@ -124,6 +124,7 @@ def test_watch_redraws_one_screen_and_tells_a_syntax_error_from_a_stub(watch):
     assert "luong_attention: syntax error (not graded until it compiles)" in broken
     assert any(line.startswith("syntax error in luong_attention.py, line 3: ") for line in broken), broken
     assert not any(line.startswith("luong_attention: not started") for line in broken)
+    assert any(re.match(r"luong_attention +syntax error +0/18$", line) for line in broken)  # its row says so too
 
     luong.write_text((SOLUTIONS / "luong_attention.py").read_text())
     term.until("re-graded luong_attention", count=2)

@@ -100,7 +100,9 @@ def _current(impl: Path, result, colour: bool) -> list[str]:
 def screen(whole: Report, current: str, impl: Path, colour: bool, rows: int, footer: list[str]) -> str:
     """One screen: the table at the top, the problem being edited below, cut to `rows` lines."""
     results = {p.id: p for p in whole.problems}
-    top = "\n".join([table(whole, colour=colour, checks=False), progress(whole, colour=colour)]).splitlines() + [""]
+    labels = {current: "syntax error"} if syntax_error(impl / f"{current}.py") else None
+    top = "\n".join([table(whole, colour=colour, checks=False, labels=labels),
+                     progress(whole, colour=colour)]).splitlines() + [""]
     below = "\n".join([*_current(impl, results[current], colour), _next_line(current, results)]).splitlines()
     room = max(rows - len(top) - len(footer), 3)
     if len(below) > room:

@@ -5,6 +5,8 @@ one mistake often explains several checks. Every front end (the text after the t
 watch, the interviewer's report, notebook and nbgrader feedback) shows a mistake's block (name, why, fix) once per
 problem, and under it the checks it explains, each with its own message. A check no mistake explains keeps its own
 text ("what the results show"). The grader's own words only: a check's message is quoted as the grader wrote it.
+A finding about the whole problem (the diagnosis's first departing stage) has its place before the groups, once:
+in `problem_text` above them, in `for_check` under the first failing check.
 """
 from __future__ import annotations
 

@@ -17,14 +17,17 @@ def _pts(score, max_score) -> str:
     return f"{score:g}/{max_score:g}"
 
 
-def table(report: Report, width: int = 88, colour: bool = False, checks: bool | str = True) -> str:
+def table(report: Report, width: int = 88, colour: bool = False, checks: bool | str = True,
+          labels: dict | None = None) -> str:
     """One line per problem and per check, then the total; colour only if asked. `checks`: False for no check
-    lines, "started" for check lines under started problems only (a problem not started is one line)."""
+    lines, "started" for check lines under started problems only (a problem not started is one line). `labels`:
+    {problem id: a status word of the caller's} (watch's "syntax error")."""
     cuda = "CUDA" if report.devices.get("cuda") else "CPU only: CUDA checks skipped"
     rule = ("─" if colour else "-") * width
     lines = [f"attnkit: {one_line(report.impl, 500)} (seed {report.seed}, {cuda})", rule]  # a path: maybe a learner's name
     for p in report.problems:
-        status = paint(f"{STATUS[p.status]:<{width - 52}}", p.status, colour)
+        word = (labels or {}).get(p.id, STATUS[p.status])
+        status = paint(f"{word:<{width - 52}}", p.status, colour)
         lines.append(f"{paint(f'{p.id:<44}', 'bold', colour)}{status}{_pts(p.score, p.max_score):>8}")
         if checks is True or (checks == "started" and p.status != "not_started"):
             lines += check_lines(p, width, colour)
