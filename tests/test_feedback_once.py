@@ -97,3 +97,21 @@ def test_loading_the_plugin_imports_no_spec_and_no_torch():
             ")")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_a_grading_run_does_not_import_what_only_test_functions_need(tmp_path):
+    """Hypothesis's pytest plugin imports all of Hypothesis at the end of every run (half a second); a run that
+    collects no test file (the learner's `pytest`) switches it off. Its control, a run with one test, imports it."""
+    pytest.importorskip("_hypothesis_pytestplugin")
+    (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
+
+    def imported(*args):
+        r = subprocess.run([sys.executable, "-X", "importtime", "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "ATTNKIT_SANDBOX": "off"})
+        assert r.returncode == 0, r.stdout + r.stderr
+        return {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+
+    assert "hypothesis.core" in imported(str(tmp_path))
+    assert "hypothesis.core" not in imported("--attnkit-impl", str(SOLUTIONS), "--attnkit-problems", "masked_softmax",
+                                             "-k", "shapes")
