@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import BadInput
-from ..defaults import FLAGS, Limits
+from ..run.limits import FLAGS, Limits
 
 
 def default_impl() -> Path:

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..defaults import Limits  # noqa: F401 - the limits live with the defaults (the pytest plugin reads them early)
+from .limits import Limits  # noqa: F401 - a leaf of their own (the pytest plugin reads them early)
 
 CLONE_NEWNS, MS_RDONLY, MS_REC, MS_PRIVATE, PR_SET_NO_NEW_PRIVS = 0x00020000, 1, 16384, 1 << 18, 38
 PR_SET_DUMPABLE, MS_BIND, MS_REMOUNT = 4, 4096, 32
