@@ -3,6 +3,7 @@ checks it explains listed under it, in every place a learner or an interviewer r
 plugin that every pytest in the environment loads stays cheap and counts its items right."""
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -92,11 +93,12 @@ def test_pytest_prints_the_block_once_and_counts_deselected_items(submission):
 
 def test_loading_the_plugin_imports_no_spec_and_no_torch():
     """Every pytest in the environment loads the plugin: loading it must cost nothing worth measuring."""
-    code = ("import sys, attnkit.fronts.plugin; "
-            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith(('attnkit.problems', 'attnkit.run.')))"
-            ")")
+    code = "import sys, attnkit.fronts.plugin; print(sorted(m for m in sys.modules if m.startswith(('attnkit', 'torch'))))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+    assert r.returncode == 0, r.stderr
+    leaves = {"attnkit", "attnkit.errors", "attnkit.defaults", "attnkit.fronts", "attnkit.fronts.plugin",
+              "attnkit.fronts.options", "attnkit.run", "attnkit.run.limits"}  # the options' checks and defaults
+    assert set(ast.literal_eval(r.stdout)) <= leaves, r.stdout  # no spec (attnkit.problems), no sandbox, no torch
 
 
 def test_a_grading_run_does_not_import_what_only_test_functions_need(tmp_path):
