@@ -234,9 +234,7 @@ def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=
     result = ProblemResult(problem.id, problem.title, status, score, max_score, checks, uses,
                            trouble=_trouble(worker, bool(not_started), checks))
     if failing and probe is not None:  # after the verdict, which nothing here changes
-        result.departure = _departure(problem, ctx, probe)
-        if result.departure:  # said once, under the problem's first failing check
-            failing[0].message += "\n" + "\n".join(result.departure)
+        result.departure = _departure(problem, ctx, probe)  # said once per problem (report/feedback.py)
     return result
 
 
@@ -281,11 +279,12 @@ def _name_mistakes(problem, ctx, failing) -> None:
         for c in failing:
             c.message += f"\n(the mistake diagnosis failed internally: {tail}; please report it)"
         return
-    for c in failing:
+    for c in failing:  # a named mistake's block is shown once per problem by the reports (report/feedback.py)
         c.mistake = named.get(c.id)
-        c.message += "\n" + describe(problem, c.mistake)
-        if c.mistake is None and seen:
-            c.message += "\nWhat the results show: " + "; ".join(seen) + "."
+        if c.mistake is None:
+            c.message += "\n" + describe(problem, None)
+            if seen:
+                c.message += "\nWhat the results show: " + "; ".join(seen) + "."
 
 
 def _evidence(ctx, case) -> dict | None:

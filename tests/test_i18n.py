@@ -17,6 +17,7 @@ from attnkit.grading import grade
 from attnkit.model.i18n import using, word
 from attnkit.diagnose.mistakes import wrong_source
 from attnkit.problems import all_problems, get
+from attnkit.report.feedback import problem_text
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -81,6 +82,19 @@ def test_hint_in_chinese_by_flag_and_by_environment(tmp_path):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
+def test_an_unknown_language_says_so_in_one_line_and_falls_back_to_english(tmp_path):
+    r = _attnkit("hint", "luong", env={"ATTNKIT_LANG": "fr"}, tmp_path=tmp_path)
+    assert r.returncode == 0 and get("luong_attention", "en").hints[0] in r.stdout
+    assert r.stderr.strip() == "attnkit: ATTNKIT_LANG='fr' is not a language of attnkit (choose from: en, zh); using English"
+    locale = _attnkit("hint", "luong", env={"ATTNKIT_LANG": "zh_CN.UTF-8"}, tmp_path=tmp_path)
+    assert locale.stderr == "" and get("luong_attention", "zh").hints[1] in locale.stdout  # a locale's form names zh
+    plugin = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--attnkit-impl",
+                             str(SOLUTIONS), "--attnkit-problems", "masked_softmax", "-k", "shapes"], cwd=ROOT,
+                            capture_output=True, text=True, env=dict(os.environ, ATTNKIT_LANG="fr"), timeout=300)
+    assert plugin.returncode == 0, plugin.stdout + plugin.stderr
+    assert (plugin.stdout + plugin.stderr).count("ATTNKIT_LANG='fr' is not a language of attnkit") == 1
+
+
 def test_mistake_messages_in_chinese(tmp_path):
     problem = get("scaled_dot_product_attention", "en")
     mistake = next(m for m in problem.mistakes if m.id == "mask_inverted")
@@ -90,8 +104,10 @@ def test_mistake_messages_in_chinese(tmp_path):
     named = [c for c in report.problems[0].checks if c.mistake == "mask_inverted"]
     zh = get(problem.id, "zh")
     m = next(m for m in zh.mistakes if m.id == "mask_inverted")
-    assert named and all(m.name in c.message and m.explain in c.message and m.hint in c.message for c in named)
-    assert "识别出的常见错误" in named[0].message and report.problems[0].title == zh.title
+    with using("zh"):
+        text = problem_text(report.problems[0])
+    assert named and m.name in text and m.explain in text and m.hint in text
+    assert text.count("识别出的常见错误") == 1 and report.problems[0].title == zh.title  # once for all its checks
 
 
 @pytest.mark.parametrize("problem", all_problems("en"), ids=lambda p: p.id)

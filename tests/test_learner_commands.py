@@ -72,6 +72,25 @@ def test_hints_reveal_one_level_at_a_time_and_are_remembered(env):
     assert "that was the last hint" in last.stdout and json.loads(state.read_text())["hints"][problem.id] == 3
 
 
+def test_hint_level_shows_that_hint_alone(env):
+    _, state, attnkit = env
+    problem = get("additive_attention")
+    attnkit("hint", problem.id)
+    attnkit("hint", problem.id)
+    again = attnkit("hint", problem.id, "--level", "1")  # hint 1 again, without hint 2 reprinted
+    assert again.returncode == 0 and again.stderr == ""
+    assert f"Hint 1/3 for {problem.id}: {problem.hints[0]}" in again.stdout and problem.hints[1] not in again.stdout
+    assert json.loads(state.read_text())["hints"][problem.id] == 2  # what was reached stays reached
+    ahead = attnkit("hint", problem.id, "--level", "3")
+    assert ahead.stdout.startswith(f"Hint 3/3 for {problem.id}: {problem.hints[2]}")
+    assert problem.hints[0] not in ahead.stdout and "that was the last hint" in ahead.stdout
+    assert json.loads(state.read_text())["hints"][problem.id] == 3
+    for bad in ("4", "0", "x"):
+        r = attnkit("hint", problem.id, "--level", bad)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert json.loads(state.read_text())["hints"][problem.id] == 3
+
+
 def test_corrupt_state_is_recreated_with_a_warning(env):
     _, state, attnkit = env
     state.write_text("{not json")
@@ -136,7 +155,8 @@ def test_watch_regrades_the_saved_problem(env):
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
     assert "luong_attention" in out and "passed" in out and "18/18" in out
-    assert "next hint: `attnkit hint luong_attention` (1/3)" in out
+    assert "luong_attention passes. Next: scaled_dot_product_attention" in out  # the next problem, not a hint
+    assert "attnkit hint luong_attention" not in out
     assert f"32/{TOTAL} points, 2/{len(ORDER)} problems passed" in out and "re-graded luong_attention" in out
 
 

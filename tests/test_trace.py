@@ -102,6 +102,10 @@ def test_a_failing_module_is_told_where_it_departs_and_a_passing_one_is_not(tmp_
     assert result.status == "failed" and result.departure
     said = "\n".join(result.departure)
     assert "aten.div" in said and "leaves out" in said, said
-    assert sum("Where your computation departs" in c.message for c in result.checks) == 1  # said once
+    from attnkit.report.feedback import for_check, problem_text
+
+    assert problem_text(result).count("Where your computation departs") == 1  # said once per problem
+    failing = [c for c in result.checks if c.status == "failed"]
+    assert sum("Where your computation departs" in for_check(result, c) for c in failing) == 1
     passing = grade(make_impl(tmp_path / "b"), ["multihead_attention", "rope"]).problems
     assert all(p.status == "passed" and p.departure == [] for p in passing)

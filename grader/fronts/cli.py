@@ -48,8 +48,10 @@ def parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="every problem with its status and score, and your progress")
     _impl_arg(ls)
     ls.set_defaults(run=cmd_list)
-    h = sub.add_parser("hint", help="the next hint for a problem (one level at a time)")
+    h = sub.add_parser("hint", help="the next hint for a problem (one level at a time); --level N shows hint N alone")
     h.add_argument("problem")
+    h.add_argument("--level", type=positive(int), default=None, metavar="N",
+                   help="show hint N alone (again, or ahead: the hints up to N count as shown)")
     h.set_defaults(run=cmd_hint)
     w = sub.add_parser("watch", help="re-grade the problem you edit on every save")
     _impl_arg(w)
@@ -162,7 +164,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     from ..model.i18n import from_env, using
 
-    args.lang = getattr(args, "lang", None) or from_env()  # passed down to the commands
+    args.lang = getattr(args, "lang", None) or from_env(warn=True)  # passed down to the commands
     try:
         request = resolve(args)  # every flag checked here, before any work (the cluster's too)
         if args.command in ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev") and \

@@ -26,18 +26,25 @@ def cmd_list(args) -> int:
 
 
 def cmd_hint(args) -> int:
+    """The hints up to the next level (each call reveals one more); `--level N`: hint N alone, nothing reprinted."""
+    from ..model.i18n import word
     from ..problems import get
 
     problem = get(resolve(args.problem), args.lang)
+    total = len(problem.hints)
     data = state.load()
-    level = min(data["hints"].get(problem.id, 0) + 1, len(problem.hints))
-    data["hints"][problem.id] = level
+    reached = data["hints"].get(problem.id, 0)
+    wanted = args.level  # checked against the number of hints with the rest of the request (requests.py)
+    level = wanted if wanted is not None else min(reached + 1, total)
+    data["hints"][problem.id] = max(reached, level)
     state.save(data)
-    from ..model.i18n import word
-
-    for i, text in enumerate(problem.hints[:level], 1):
-        print(word("hint", args.lang, i=i, n=len(problem.hints), pid=problem.id, text=text))
-    print(word("next_hint" if level < len(problem.hints) else "last_hint", args.lang, pid=problem.id))
+    shown = [level] if wanted is not None else range(1, level + 1)
+    for i in shown:
+        print(word("hint", args.lang, i=i, n=total, pid=problem.id, text=problem.hints[i - 1]))
+    if max(reached, level) < total:
+        print(word("next_hint", args.lang, pid=problem.id))
+    elif level == total:  # the last hint shown (an earlier one again, all of them seen: no footer)
+        print(word("last_hint", args.lang, pid=problem.id))
     return 0
 
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import BadInput
-from .. import problems
-from ..problems import resolve
-from ..run.sandbox import FLAGS, Limits
+from ..run.limits import FLAGS, Limits
 
 
 def default_impl() -> Path:
@@ -40,6 +38,8 @@ def problem_list(text) -> list[str] | None:
     """--problems ID,...: ids or unique prefixes, in track order; None for all."""
     if not text:
         return None
+    from .. import problems
+    from ..problems import resolve
 
     chosen = {resolve(name.strip()) for name in text.split(",") if name.strip()}
     return [pid for pid in problems.ORDER if pid in chosen]

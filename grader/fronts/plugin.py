@@ -9,18 +9,21 @@ printed at the end. `attnkit grade` runs this same plugin through pytest.main.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
-from .. import ROOT
 from .options import BadInput, json_path, positive
 
 from ..defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
 
-# Loaded (as an entry point) by every pytest run in the environment: torch and the
-# grader's heavier modules are imported only once a run turns out to be grading.
+# Loaded (as an entry point) by every pytest run in the environment: at load it imports only the options' own
+# checks (no spec, no torch); the grader's modules are imported once a run turns out to be grading.
+
+IDLE_WHEN_GRADING = ("hypothesispytest",)
+"""Plugins of the environment that serve test functions, which a run that collects none (grading only) does not
+have, and that cost time anyway: Hypothesis's imports its whole package in its terminal summary (half a second).
+They are switched off in such a run only."""
 
 
 def pytest_addoption(parser):
@@ -50,6 +53,9 @@ def pytest_configure(config):
     if not (explicit or default_run):
         return  # `pytest tests`, or another project: the plugin stays out of the way
     config.addinivalue_line("markers", "attnkit(problem, check, points): a graded check of the attnkit grader")
+    from ..model.i18n import from_env
+
+    from_env(warn=True)  # an $ATTNKIT_LANG that names no language says so here, before any output
     from ..run.jail import decide
 
     try:
@@ -74,6 +80,10 @@ def pytest_configure(config):
         raise pytest.UsageError(f"attnkit: {exc}") from None
     config._attnkit_unpacked = unpacked  # a zip's temporary directory lives as long as the session
     only = o.attnkit_only or config.args_source != pytest.Config.ArgsSource.ARGS  # no test paths named: grade only
+    if only:
+        for name in IDLE_WHEN_GRADING:
+            if config.pluginmanager.has_plugin(name):
+                config.pluginmanager.set_blocked(name)  # unregisters it: none of its hooks runs from here on
     from .options import from_options
 
     grader = Grader(impl, out, o.attnkit_seed, o.attnkit_timeout, only, from_options(o), chosen, jailed)
@@ -100,8 +110,11 @@ class CheckItem(pytest.Item):
         self.user_properties.append(("points", f"{result.score:g}/{result.max_score:g}"))
         if result.status == "skipped":
             pytest.skip(result.message)
-        if result.status != "passed":
-            raise CheckFailed(f"{result.message}\n[{result.status}: 0/{result.max_score:g} points]")
+        if result.status != "passed":  # a mistake's block under the first selected check it explains, once
+            from ..report.feedback import for_check
+
+            text = for_check(self.grader.report.problem(self.problem), result, self.grader.shown.get(self.problem))
+            raise CheckFailed(f"{text}\n[{result.status}: 0/{result.max_score:g} points]")
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, CheckFailed):
@@ -120,6 +133,7 @@ class Grader:
         self.impl, self.json_out, self.seed, self.timeout, self.only = impl, json_out, seed, timeout, only
         self.limits, self.chosen, self.jailed = limits, chosen, jailed
         self.selected: list[str] = []
+        self.shown: dict[str, set[str]] = {}  # the checks each selected problem shows (after -k and -m)
         self.report = None
 
     @pytest.hookimpl(tryfirst=True)
@@ -137,18 +151,24 @@ class Grader:
                 validate_checks(problem)
         except SpecError as exc:
             raise pytest.UsageError(f"attnkit: the kit's own specs are broken (please report it): {exc}") from None
+        from .. import ROOT
+
         for problem in problems:
             node = ProblemNode.from_parent(session, name=problem.id, path=ROOT, nodeid=f"attnkit::{problem.id}")
-            items.extend(
-                CheckItem.from_parent(node, name=cid, grader=self, problem=problem.id, check=cid, points=pts)
-                for cid, pts in problem.points.items()
-            )
+            added = [CheckItem.from_parent(node, name=cid, grader=self, problem=problem.id, check=cid, points=pts)
+                     for cid, pts in problem.points.items()]
+            items.extend(added)
+            # reported as collected, as a file's tests are: the terminal counts them ("3 deselected / 2 selected",
+            # never a negative count when -k deselects items that were added here)
+            session.ihook.pytest_collectreport(report=pytest.CollectReport(node.nodeid, "passed", None, added))
 
     @staticmethod
     def _problems(keyword: str, chosen=None):
         """`--problems` first; then `-k NAME` where NAME starts a problem id selects exactly those
         problems (so `-k additive` is additive_attention, not also multihead_additive_attention)."""
         from ..problems import all_problems
+
+        import re
 
         problems = [p for p in all_problems() if chosen is None or p.id in chosen]
         if re.fullmatch(r"\w+", keyword or ""):
@@ -157,12 +177,20 @@ class Grader:
         return problems
 
     def pytest_collection_finish(self, session):
-        seen = [i.problem for i in session.items if isinstance(i, CheckItem)]
-        self.selected = list(dict.fromkeys(seen))
+        seen = [i for i in session.items if isinstance(i, CheckItem)]
+        self.selected = list(dict.fromkeys(i.problem for i in seen))
+        for i in seen:
+            self.shown.setdefault(i.problem, set()).add(i.check)
 
     def check_result(self, problem: str, check: str):
         if self.report is None:
+            import gc
+
             from ..grading import grade
+
+            # torch and the specs stay loaded until the process ends: no collection walks them again (pytest's own
+            # final gc.collect included), as in `attnkit grade`
+            gc.freeze()
 
             self.report = grade(self.impl, self.selected, seed=self.seed, timeout=self.timeout, limits=self.limits,
                                 sandbox=self.jailed)

@@ -68,10 +68,21 @@ class ListRequest:
 
 @dataclass(frozen=True)
 class HintRequest:
-    """`attnkit hint PROBLEM`."""
+    """`attnkit hint PROBLEM [--level N]`."""
 
     problem: str  # a problem id
     lang: str | None = None
+    level: int | None = None  # hint N alone; None: the next level, with those before it
+
+
+def _hint(a) -> HintRequest:
+    from ..problems import get
+
+    pid = _problem(a.problem)
+    total = len(get(pid, "en").hints)
+    if a.level is not None and a.level > total:
+        raise BadInput(f"--level {a.level}: {pid} has {total} hints (1 to {total})")
+    return HintRequest(pid, a.lang, a.level)
 
 
 @dataclass(frozen=True)
@@ -369,7 +380,7 @@ def need_matplotlib() -> None:
 _RESOLVERS = {
     "grade": _grade,
     "list": lambda a: ListRequest(_impl(a.impl), a.lang),
-    "hint": lambda a: HintRequest(_problem(a.problem), a.lang),
+    "hint": _hint,
     "watch": lambda a: WatchRequest(_impl(a.impl), a.poll, a.max_regrades, a.lang),
     "solution": _solution,
     "reset": _reset,

@@ -3,9 +3,15 @@
 The implementation directory is polled (a stat of a handful of files every `poll` seconds:
 no extra dependency, and the latency stays far below the grading time). The first save of
 a problem's file re-grades that problem; saving another module re-grades the last one.
+
+Each grading redraws one screen (on a terminal: cleared, then drawn from the top): the track's table, one line
+per problem; below it, the problem being edited: a syntax error as such (read by the grader's own compile, never
+run), a stub as not started, else its checks and what to fix, each mistake said once; then the next step (after a
+pass, the next problem to solve). Piped, the screens follow one another, separated by a rule.
 """
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -13,12 +19,15 @@ from pathlib import Path
 from . import state
 from ..grading import grade
 from ..judge.expected import References
-from ..results import Report
+from ..model.stubs import is_untouched_stub
 from ..problems import ORDER, get
-from ..report.summary import failures, progress, table
+from ..report.feedback import problem_text
+from ..report.summary import check_lines, progress, table
 from ..report.term import fancy
+from ..results import Report
+from ..run.inbox import one_line
 
-CLEAR = "\033[2J\033[H"
+CLEAR = "\033[2J\033[H"  # erase the screen, cursor to the top left
 
 
 def _files(impl: Path) -> dict[str, tuple[int, int]]:
@@ -32,23 +41,95 @@ def _files(impl: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _hint_line(pid: str) -> str:
+def syntax_error(path: Path) -> str | None:
+    """The file's syntax error in the grader's words (compiled here, never run), or None."""
+    try:
+        source = path.read_text(errors="replace")
+    except OSError:
+        return None
+    try:
+        compile(source, path.name, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        line = (exc.text or "").rstrip("\n")
+        lead = len(line) - len(line.lstrip())  # one_line strips it: the caret moves with the text
+        caret = " " * max((exc.offset or 1) - 1 - lead, 0)
+        shown = [f"    {one_line(line, 200)}", f"    {caret}^"] if line.strip() else []
+        return "\n".join([f"syntax error in {path.name}, line {exc.lineno}: {one_line(exc.msg, 200)}", *shown])
+    except ValueError as exc:  # a null byte
+        return f"{path.name} cannot be compiled: {one_line(exc, 200)}"
+    return None
+
+
+def next_problem(results: dict, after: str) -> str | None:
+    """The next problem to solve: the first not passed after `after` in track order, else the first not passed."""
+    order = [pid for pid in ORDER if pid in results]
+    rest = order[order.index(after) + 1:] + order if after in order else order
+    return next((pid for pid in rest if results[pid].status != "passed"), None)
+
+
+def _next_line(pid: str, results: dict) -> str:
+    if results[pid].status == "passed":
+        upcoming = next_problem(results, pid)
+        if upcoming is None:
+            return f"{pid} passes, and so does every problem: `attnkit list` shows the track."
+        return (f"{pid} passes. Next: {upcoming} (open {upcoming}.py and save; `attnkit solution {pid}` shows "
+                f"the reference)")
     level, total = state.peek()["hints"].get(pid, 0), len(get(pid).hints)
     if level >= total:
-        return f"all {total} hints of {pid} shown; `attnkit solution {pid}` once it passes"
+        return f"all {total} hints of {pid} shown (`attnkit hint {pid} --level N` shows one again)"
     return f"next hint: `attnkit hint {pid}` ({level + 1}/{total})"
+
+
+def _current(impl: Path, result, colour: bool) -> list[str]:
+    """The problem being edited: its state, then what to fix."""
+    pid = result.id
+    broken = syntax_error(impl / f"{pid}.py")
+    if broken:
+        return [f"{pid}: syntax error (not graded until it compiles)", broken]
+    if result.status == "not_started":
+        path = impl / f"{pid}.py"
+        stub = path.is_file() and is_untouched_stub(path.read_text(errors="replace"))
+        why = result.checks[0].message.removeprefix("not started: ") if result.checks else ""
+        return [f"{pid}: {'not started: still the stub, fill it in' if stub else 'not started'}",
+                *([] if stub else [f"    {why}"])]
+    lines = [f"{pid}: {result.status} ({result.score:g}/{result.max_score:g} points)", *check_lines(result, colour=colour)]
+    details = problem_text(result)
+    return lines + (["What to fix:", details] if details else [])
+
+
+def screen(whole: Report, current: str, impl: Path, colour: bool, rows: int, footer: list[str]) -> str:
+    """One screen: the table at the top, the problem being edited below, cut to `rows` lines."""
+    results = {p.id: p for p in whole.problems}
+    labels = {current: "syntax error"} if syntax_error(impl / f"{current}.py") else None
+    top = "\n".join([table(whole, colour=colour, checks=False, labels=labels),
+                     progress(whole, colour=colour)]).splitlines() + [""]
+    below = "\n".join([*_current(impl, results[current], colour), _next_line(current, results)]).splitlines()
+    room = max(rows - len(top) - len(footer), 3)
+    if len(below) > room:
+        below = below[: room - 1] + [f"... ({len(below) - room + 1} more lines: `pytest -k {current}` shows them all)"]
+    return "\n".join(top + below + footer)
 
 
 def cmd_watch(args) -> int:
     impl, colour, out = Path(args.impl), fancy(), sys.stdout
+    clear = out.isatty()  # a terminal redraws one screen; a pipe gets the screens one after another
     references = References()  # the reference's values, computed once for every re-grade
     first = grade(impl, references=references)
     results = {p.id: p for p in first.problems}
     seen = _files(impl)
     current = next((p.id for p in first.problems if p.status != "passed"), ORDER[0])
-    print(table(first, colour=colour, checks=False))
-    print(progress(first, colour=colour))
-    print(f"watching {impl} for saves (Ctrl-C stops); working on {current}", flush=True)
+
+    def draw(footer: list[str]) -> None:
+        whole = Report(first.impl, first.seed, sum(p.score for p in results.values()),
+                       sum(p.max_score for p in results.values()), first.devices, list(results.values()))
+        rows = shutil.get_terminal_size((88, 40)).lines if clear else 10_000
+        text = screen(whole, current, impl, colour, rows, footer)
+        out.write((CLEAR if clear else ("-" * 88 + "\n" if drawn else "")) + text + "\n")
+        out.flush()
+
+    drawn = False
+    draw([f"watching {impl} for saves (Ctrl-C stops); working on {current}"])
+    drawn = True
     regrades = 0
     while args.max_regrades is None or regrades < args.max_regrades:
         time.sleep(args.poll)
@@ -60,17 +141,8 @@ def cmd_watch(args) -> int:
         stem = Path(changed[-1]).stem
         current = stem if stem in ORDER else current
         saved_at = now[changed[-1]][0] / 1e9
-        report = grade(impl, [current], references=references)
-        results[current] = report.problems[0]
-        whole = Report(report.impl, report.seed, sum(p.score for p in results.values()),
-                       sum(p.max_score for p in results.values()), report.devices, list(results.values()))
-        text = [table(report, colour=colour)]
-        details = failures(report)
-        if details:
-            text.append("What to fix:\n" + details)
-        text += [_hint_line(current), progress(whole, colour=colour),
-                 f"re-graded {current} {time.time() - saved_at:.2f} s after the save"]
-        out.write((CLEAR if colour else "") + "\n".join(text) + "\n")
-        out.flush()
+        results[current] = grade(impl, [current], references=references).problems[0]
+        draw([f"re-graded {current} {time.time() - saved_at:.2f} s after the save",
+              f"watching {impl} for saves (Ctrl-C stops)"])
         regrades += 1
     return 0

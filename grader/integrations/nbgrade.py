@@ -237,7 +237,8 @@ def _outputs(pid: str, cid: str | None, report) -> list:
         text, score = graded_text(pid, report)
         return [nbformat.v4.new_output("stream", name="stdout", text=clean(text, 20000) + "\n"),
                 nbformat.v4.new_output("execute_result", data={"text/plain": f"{score:g}"}, execution_count=None)]
-    result = next((c for c in report.problems[0].checks if c.id == cid), None)
+    problem = report.problems[0]
+    result = next((c for c in problem.checks if c.id == cid), None)
     if result is None:
         return [_error(f"attnkit check {pid}::{cid}: no such check")]
     if result.status == "passed":
@@ -245,7 +246,9 @@ def _outputs(pid: str, cid: str | None, report) -> list:
                                        text=f"{pid}::{cid} passed ({result.score:g}/{result.max_score:g} points)\n")]
     if result.status == "skipped":
         return [nbformat.v4.new_output("stream", name="stdout", text=f"{pid}::{cid} skipped: {result.message}\n")]
-    return [_error(f"attnkit check {pid}::{cid} failed (0/{result.max_score:g} points)\n{result.message}")]
+    from ..report.feedback import for_check  # a mistake's block once: under the first check cell it explains
+
+    return [_error(f"attnkit check {pid}::{cid} failed (0/{result.max_score:g} points)\n{for_check(problem, result)}")]
 
 
 def _error(message: str):

@@ -102,13 +102,16 @@ def check(pid: str, cid: str) -> None:
     if _graded_outside():
         print(f"{pid}::{cid}: graded outside the kernel by nbgrader's attnkit step")
         return
-    result = next(c for c in report(pid).problems[0].checks if c.id == cid)
+    from ..report.feedback import for_check
+
+    problem = report(pid).problems[0]
+    result = next(c for c in problem.checks if c.id == cid)
     if result.status == "skipped":
         print(f"{pid}::{cid} skipped: {result.message}")
         return
-    if result.status != "passed":
-        raise CheckFailed(f"attnkit check {pid}::{cid} failed (0/{result.max_score:g} points)\n{result.message}") \
-            from None
+    if result.status != "passed":  # a mistake's block under the first check it explains (cells in check order)
+        raise CheckFailed(f"attnkit check {pid}::{cid} failed (0/{result.max_score:g} points)\n"
+                          f"{for_check(problem, result)}") from None
     print(f"{pid}::{cid} passed ({result.score:g}/{result.max_score:g} points)")
 
 
@@ -117,6 +120,7 @@ def graded_text(pid: str, report) -> tuple[str, float]:
     grader's message; the points of the CPU checks that passed (nbgrader's cell is worth theirs: CUDA checks are
     never part of it, whatever the grading machine has)."""
     from ..judge.checks import CHECKS
+    from ..report.feedback import for_check
 
     lines, score = [], 0.0
     for c in report.problem(pid).checks:
@@ -128,7 +132,7 @@ def graded_text(pid: str, report) -> tuple[str, float]:
         elif c.status == "skipped":
             lines.append(f"{pid}::{c.id} skipped: {c.message}")
         else:
-            lines.append(f"{pid}::{c.id} failed (0/{c.max_score:g} points)\n{c.message}")
+            lines.append(f"{pid}::{c.id} failed (0/{c.max_score:g} points)\n{for_check(report.problem(pid), c)}")
     return "\n".join(lines), score
 
 

@@ -26,6 +26,7 @@ import contextvars
 import dataclasses
 import json
 import os
+import sys
 from pathlib import Path
 
 from ..errors import BadInput, SpecError
@@ -41,6 +42,9 @@ WORDS = {
     "imported": {"en": "in your {owner}, which {pid} imports", "zh": "在 {pid} 导入的你的 {owner} 里"},
     "nothing": {"en": "No catalogued mistake reproduces these results: compare what came back with what was expected above.",
                 "zh": "目录中没有哪个常见错误能重现这些结果：请对照上面返回的值和期望的值。"},
+    "explains": {"en": "It explains these failing checks:", "zh": "它解释了下面这些未通过的检查："},
+    "same_as": {"en": "Recognised mistake [{mid}]: the same as {where}, above.", "zh": "识别出的常见错误 [{mid}]：与上面的 {where} 相同。"},
+    "also": {"en": "It also explains: {checks}.", "zh": "它也解释了：{checks}。"},
     "hint": {"en": "Hint {i}/{n} for {pid}: {text}", "zh": "{pid} 的提示 {i}/{n}：{text}"},
     "next_hint": {"en": "(`attnkit hint {pid}` again for the next one)", "zh": "（再运行 `attnkit hint {pid}` 看下一条）"},
     "last_hint": {"en": "(that was the last hint; `attnkit solution {pid}` shows the reference once your code passes)",
@@ -54,10 +58,22 @@ def check(lang: str) -> str:
     return lang
 
 
-def from_env() -> str:
-    """$ATTNKIT_LANG when it names a language, else English: the default the edge (the CLI) starts from."""
-    lang = os.environ.get("ATTNKIT_LANG", "en").strip().lower() or "en"
-    return lang if lang in LANGS else "en"
+_warned: set[str] = set()
+
+
+def from_env(warn: bool = False) -> str:
+    """$ATTNKIT_LANG when it names a language (a locale's form too: zh_CN.UTF-8 is zh), else English: the default
+    the edge (the CLI, the pytest plugin) starts from. A value that names none is English; where `warn` (the edges),
+it says so once, in one line on stderr."""
+    raw = os.environ.get("ATTNKIT_LANG", "en").strip()
+    lang = raw.lower().replace("-", "_").split(".")[0].split("_")[0] or "en"
+    if lang in LANGS:
+        return lang
+    if warn and raw not in _warned:
+        _warned.add(raw)
+        print(f"attnkit: ATTNKIT_LANG={raw[:40]!r} is not a language of attnkit (choose from: {', '.join(LANGS)}); "
+              "using English", file=sys.stderr)
+    return "en"
 
 
 _ambient: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnkit_lang", default=None)

@@ -132,8 +132,15 @@ def _problem(p) -> list:
     failed = [c for c in p.checks if c.status in ("failed", "error")]
     if p.status == "not_started" and failed:
         return out + [Para("Not started:"), Fence(failed[0].message.removeprefix("not started: "))]
-    for c in failed:
-        out += [Para(Strong(c.id)), Fence(c.message)]
+    if p.departure:
+        out += [Para("Where the computation departs (traced):"), Fence("\n".join(p.departure))]
+    from .feedback import block, groups
+
+    for mistake, checks in groups(p):
+        if mistake is not None:
+            out += [Para([Strong(mistake), f" explains {', '.join(c.id for c in checks)}:"]), Fence(block(p.id, mistake))]
+        for c in checks:
+            out += [Para(Strong(c.id)), Fence(c.message)]
     return out
 
 

@@ -17,23 +17,32 @@ def _pts(score, max_score) -> str:
     return f"{score:g}/{max_score:g}"
 
 
-def table(report: Report, width: int = 88, colour: bool = False, checks: bool | str = True) -> str:
+def table(report: Report, width: int = 88, colour: bool = False, checks: bool | str = True,
+          labels: dict | None = None) -> str:
     """One line per problem and per check, then the total; colour only if asked. `checks`: False for no check
-    lines, "started" for check lines under started problems only (a problem not started is one line)."""
+    lines, "started" for check lines under started problems only (a problem not started is one line). `labels`:
+    {problem id: a status word of the caller's} (watch's "syntax error")."""
     cuda = "CUDA" if report.devices.get("cuda") else "CPU only: CUDA checks skipped"
     rule = ("─" if colour else "-") * width
     lines = [f"attnkit: {one_line(report.impl, 500)} (seed {report.seed}, {cuda})", rule]  # a path: maybe a learner's name
     for p in report.problems:
-        status = paint(f"{STATUS[p.status]:<{width - 52}}", p.status, colour)
+        word = (labels or {}).get(p.id, STATUS[p.status])
+        status = paint(f"{word:<{width - 52}}", p.status, colour)
         lines.append(f"{paint(f'{p.id:<44}', 'bold', colour)}{status}{_pts(p.score, p.max_score):>8}")
-        for c in p.checks if checks is True or (checks == "started" and p.status != "not_started") else []:
-            pts = "-" if c.status == "skipped" else _pts(c.score, c.max_score)
-            title = f"{c.title[: width - 35]:<{width - 33}}"
-            lines.append(f"  {paint(MARK[c.status], c.status, colour)}  {c.id:<16} {title}{pts:>8}")
         if checks is True or (checks == "started" and p.status != "not_started"):
-            lines += uses_lines(p)
+            lines += check_lines(p, width, colour)
     lines += [rule, f"{'total':<{width - 8}}{_pts(report.score, report.max_score):>8}"]
     return "\n".join(lines)
+
+
+def check_lines(problem, width: int = 88, colour: bool = False) -> list[str]:
+    """One line per check of a problem (mark, id, title, points), then what its source uses."""
+    lines = []
+    for c in problem.checks:
+        pts = "-" if c.status == "skipped" else _pts(c.score, c.max_score)
+        title = f"{c.title[: width - 35]:<{width - 33}}"
+        lines.append(f"  {paint(MARK[c.status], c.status, colour)}  {c.id:<16} {title}{pts:>8}")
+    return lines + uses_lines(problem)
 
 
 def uses_lines(problem) -> list[str]:
@@ -48,17 +57,16 @@ def progress(report: Report, colour: bool = False) -> str:
 
 
 def failures(report: Report, max_lines: int = 12) -> str:
-    """The message of every failing check (not-started problems get one line)."""
+    """The feedback of every failing problem (report/feedback.py: each mistake's block once, the checks it explains
+    under it); a problem not started gets one line."""
+    from .feedback import problem_text
+
     out = []
     for p in report.problems:
         if p.status == "not_started":
             out.append(f"{p.id}: {p.checks[0].message}" if p.checks else p.id)
-            continue
-        for c in p.checks:
-            if c.status in ("failed", "error"):
-                lines = c.message.splitlines()
-                more = [f"    ... ({len(lines) - max_lines} more lines)"] if len(lines) > max_lines else []
-                out.append(f"{p.id}::{c.id}\n" + "\n".join("    " + line for line in lines[:max_lines]) + "\n".join(more))
+        elif any(c.status in ("failed", "error") for c in p.checks):
+            out.append(problem_text(p, max_lines))
     return "\n".join(out)
 
 

@@ -23,31 +23,15 @@ import signal
 import stat
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from .limits import Limits  # noqa: F401 - a leaf of their own (the pytest plugin reads them early)
 
 CLONE_NEWNS, MS_RDONLY, MS_REC, MS_PRIVATE, PR_SET_NO_NEW_PRIVS = 0x00020000, 1, 16384, 1 << 18, 38
 PR_SET_DUMPABLE, MS_BIND, MS_REMOUNT = 4, 4096, 32
 SUBMISSION = "/tmp/attnkit-submission"
 UID_BASE = 200000  # worker uid = UID_BASE + its pid: unique among live processes
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-worker limits; the flags of `attnkit grade` and `grade-batch` set them."""
-
-    cpu_seconds: int = 60
-    memory_mb: int = 4096
-    output_kb: int = 1024
-    processes: int = 64
-    submission_mb: int = 20
-
-
-# (Limits field, command-line flag, metavar, meaning): `attnkit grade`, `grade-batch` and the pytest plugin
-FLAGS = (("cpu_seconds", "--cpu-limit", "SECONDS", "CPU seconds per problem's worker"),
-         ("memory_mb", "--memory-limit", "MB", "memory per worker"),
-         ("output_kb", "--output-limit", "KB", "what a worker may print"))
 
 
 def hidden_paths() -> list[str]:
