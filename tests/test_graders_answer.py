@@ -82,14 +82,14 @@ def test_without_namespaces_the_runner_grades_in_the_process_sandbox_and_says_so
 
 def test_an_autograder_built_for_bubblewrap_only_answers_with_an_error(tmp_path, refused, monkeypatch, capsys):
     """--sandbox bwrap: no grading outside bubblewrap, and still a results.json, with a clear autograder error."""
-    from attnkit.integrations import gradescope
+    from attnkit.integrations import gradescope, gradescope_run
 
     source = _autograder(tmp_path, "--sandbox", "bwrap")
     assert json.loads((source / "attnkit" / "gradescope.json").read_text()) == {"sandbox": "bwrap"}
     monkeypatch.setattr(gradescope, "ROOT", source / "attnkit")  # the autograder's copy of the kit, with its settings
     root = tmp_path / "autograder"
     make_impl(root / "submission")
-    assert gradescope.run(root) == 0
+    assert gradescope_run.run(root) == 0
     data = json.loads((root / "results" / "results.json").read_text())
     jsonschema.validate(data, GRADESCOPE_SCHEMA)
     assert data["score"] == 0 and data["tests"] == [] and "could not grade your submission" in data["output"]
@@ -99,7 +99,7 @@ def test_an_autograder_built_for_bubblewrap_only_answers_with_an_error(tmp_path,
 def test_a_grader_failure_still_writes_results(tmp_path, monkeypatch):
     """Whatever the grader raises, the student gets an autograder error in results.json, the instructor its cause."""
     from attnkit import grading
-    from attnkit.integrations import gradescope
+    from attnkit.integrations import gradescope, gradescope_run
 
     def broken(*args, **kwargs):
         raise RuntimeError("a bug of the grader's")
@@ -107,7 +107,7 @@ def test_a_grader_failure_still_writes_results(tmp_path, monkeypatch):
     monkeypatch.setattr(grading, "grade", broken)
     monkeypatch.setattr(gradescope, "ROOT", tmp_path)  # no settings: --sandbox auto
     make_impl(tmp_path / "submission")
-    assert gradescope.run(tmp_path) == 0
+    assert gradescope_run.run(tmp_path) == 0
     data = json.loads((tmp_path / "results" / "results.json").read_text())
     assert data["score"] == 0 and "the grader itself, not your code" in data["output"]
 

@@ -155,10 +155,10 @@ def cmd_cluster(request: ClusterRequest) -> int:
 
 
 def cmd_gradescope(request: GradescopeRequest) -> int:
-    from ..integrations import gradescope
+    from ..integrations import gradescope, gradescope_run
 
     if request.action is GradescopeAction.RUN:
-        return gradescope.run(request.root)
+        return gradescope_run.run(request.root)
     print(f"wrote {gradescope.build(request.out, request.visibility, request.isolation)}: upload it as the autograder (Configure Autograder, "
           "zip file)")
     return 0

@@ -148,19 +148,3 @@ def settings() -> dict:
         return {}
     allowed = {"visibility": VISIBILITIES, "sandbox": SANDBOXES}
     return {k: v for k, v in data.items() if k in allowed and v in allowed[k]} if isinstance(data, dict) else {}
-
-
-def run(root) -> int:
-    """Grade root/submission and write root/results/results.json, whatever happens: a broken submission still gets
-    results, and so does a machine where bubblewrap cannot run (gradescope_run.py)."""
-    from .gradescope_run import grade_submission
-
-    root = Path(root)
-    out = root / "results" / "results.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    chosen = settings()
-    data, log = grade_submission(root / "submission", chosen.get("sandbox", "auto"), chosen.get("visibility"))
-    out.write_text(json.dumps(data, indent=2) + "\n")
-    print("\n".join(log))  # run_autograder's stdout: Gradescope shows it to the instructor only
-    print(data["output"])
-    return 0

@@ -9,6 +9,7 @@ with an autograder error instead. A failure of the grader itself is an autograde
 """
 from __future__ import annotations
 
+import json
 import traceback
 from pathlib import Path
 
@@ -75,3 +76,19 @@ def _error(text: str, record: dict, visibility: str | None) -> dict:
     """An autograder error as results.json: no points, one sentence for the student, the record for the instructor."""
     return {"score": 0, "output": text, "tests": [], "stdout_visibility": "hidden", "extra_data": {"attnkit": record},
             **({"visibility": visibility} if visibility else {})}
+
+
+def run(root) -> int:
+    """Grade root/submission and write root/results/results.json, whatever happens: a broken submission still gets
+    results, and so does a machine where bubblewrap cannot run (gradescope_run.py)."""
+    from .gradescope import settings
+
+    root = Path(root)
+    out = root / "results" / "results.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    chosen = settings()
+    data, log = grade_submission(root / "submission", chosen.get("sandbox", "auto"), chosen.get("visibility"))
+    out.write_text(json.dumps(data, indent=2) + "\n")
+    print("\n".join(log))  # run_autograder's stdout: Gradescope shows it to the instructor only
+    print(data["output"])
+    return 0

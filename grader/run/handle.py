@@ -85,7 +85,12 @@ class Worker(Measured):
         return self.failure is None and (self.hello is None or not self.got_loaded or bool(self.pending))
 
     def submit(self, calls: list[dict]) -> None:
-        """Send a batch; the worker reads it at once (the first one before importing the learner's code)."""
+        """Send a batch; the worker reads it at once (the first one before importing the learner's code). While a
+        measured window is still due, the batch waits until it is closed (window.Measured.after_window): a batch on
+        CUDA loads the CUDA runtime, hundreds of MB the window would count as the learner's."""
+        if self.held or self.in_window:
+            self.after_window(calls)
+            return
         if self.expect(calls):
             try:
                 self.send(dumps(calls))

@@ -25,6 +25,7 @@ class Measured:
         self.locate = None  # hello -> the worker's pid as seen here, where it is only known then (bubblewrap)
         self.deferred: bytes | None = None  # the first batch, held back until the worker is in its cgroup
         self.held: list[dict] = []  # calls measured in a window of their own, sent once all others are answered
+        self.later: list[dict] = []  # calls sent once the window is closed (a CUDA batch)
         self.in_window: list[str] = []  # keys of the calls in the open window; their results get "outside"
 
     def hold(self, calls: list[dict]) -> None:
@@ -32,20 +33,33 @@ class Measured:
         if calls and self.expect(calls):
             self.held = list(calls)
 
+    def after_window(self, calls: list[dict]) -> None:
+        """Calls pending now, sent once the measured window is closed."""
+        if calls and self.expect(calls):
+            self.later += calls
+
     def _window_answered(self) -> None:
         """After each result: once the window's calls are all answered, the grader's reading goes into their results
         (a field of its own: a worker's result carrying one is refused by the inbox); then the next window, if due."""
-        if self.in_window and not self.pending:
+        if self.in_window and not set(self.pending) - {c["key"] for c in self.later}:
             window = self.memory.close_window() if self.memory is not None else None
             for key in self.in_window if window is not None else ():  # a window was opened: its reading, or None
                 self.results[key]["outside"] = None if window.peak is None else \
                     {"held_kb": window.held >> 10, "peak_kb": window.peak >> 10}
             self.in_window = []
         self._next_window()
+        if self.later and not self.held and not self.in_window and not self.failure:
+            calls, self.later = self.later, []
+            self.deadline = time.monotonic() + self.timeout
+            try:
+                self.send(dumps(calls))
+            except OSError:
+                self._died()
 
     def _next_window(self) -> None:
         """All but the held calls answered: open a measured window (where cgroups serve) and send them."""
-        if not self.held or self.failure or self.loaded or set(self.pending) != {c["key"] for c in self.held}:
+        waiting = set(self.pending) - {c["key"] for c in self.later}
+        if not self.held or self.failure or self.loaded or waiting != {c["key"] for c in self.held}:
             return
         calls, self.held = self.held, []
         self.in_window = [c["key"] for c in calls]
