@@ -180,3 +180,39 @@ def test_a_failed_plan_closes_the_pool_that_started_meanwhile(tmp_path, monkeypa
     layout = cgroup._layout() if cgroup.reason() is None else None
     if layout is not None:
         assert all(not os.path.isdir(f"{layout.root}/{d}") for d in os.listdir(layout.root))
+
+
+def test_a_later_batch_waits_for_the_memory_window_and_both_are_answered():
+    """A second batch (the CUDA checks', once a worker says it sees a GPU) submitted while a measured window is still
+    due is sent once the window is closed: on a GPU machine, CUDA's runtime would otherwise count as the learner's
+    memory. The window still closes with that batch pending, and the batch is answered after it."""
+    import copy
+
+    from attnkit.judge.plan import Plan
+    from attnkit.problems import get
+    from attnkit.run.forkserver import warm_up
+    from attnkit.run.pool import Pool
+
+    warm_up()
+    p = get("grouped_query_attention")
+    cases = Plan.draw([p], 0).cases(p)
+    calls = [c.call for c in cases.values() if c.builder not in ("capabilities", "imports")]
+    windowed = [c["key"] for c in calls if c.get("window")]
+    assert windowed, "the problem's memory calls are measured in a window of their own"
+    late = copy.deepcopy(next(c for c in calls if c["key"].startswith("base/")))
+    late["key"] = "late/base"
+    pool = Pool(str(SOLUTIONS), {p.id: (p.id, p.symbol)}, 20.0, None, False)
+    try:
+        pool.submit_all({p.id: calls})
+        pool.wait_hello()
+        worker = pool.workers[p.id]
+        pool.submit_more({p.id: [late]})
+        assert worker.later, "the later batch waits while the window is due"
+        pool.run_until(lambda: not worker.busy)
+        assert worker.failure is None, worker.failure
+        assert set(windowed) | {"late/base"} <= set(worker.results)
+        assert worker.results["late/base"]["ok"]
+        order = list(worker.results)
+        assert order.index("late/base") > max(order.index(k) for k in windowed)
+    finally:
+        pool.close()
