@@ -199,8 +199,16 @@ def test_a_classroom_step_grades_its_problem_once_and_its_result_is_the_table(tm
 def test_root_without_the_right_to_mount_grades_in_the_process_sandbox(tmp_path):
     """Root in a Docker container with the default capabilities: the real bwrap cannot make its namespaces, nor can the
     process sandbox make private mounts. The runner still grades (the uid drop holds) and says how it was isolated."""
+    from attnkit import REFERENCE_DIR
+
     root = tmp_path / "autograder"
-    make_impl(root / "submission", {"additive_attention.py": "raise ImportError('nope')\n"})
+    stolen = (f"import importlib.util\n"  # the reference itself, by its path: the kit's files are in view here
+              f"spec = importlib.util.spec_from_file_location('ref', {str(REFERENCE_DIR / 'scaled_dot_product_attention.py')!r})\n"
+              f"ref = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(ref)\n"
+              f"scaled_dot_product_attention = ref.scaled_dot_product_attention\n")
+    make_impl(root / "submission", {"additive_attention.py": "raise ImportError('nope')\n",
+                                    "scaled_dot_product_attention.py": stolen})
+    mode = REFERENCE_DIR.stat().st_mode
     source = _autograder(tmp_path)
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHON": sys.executable}
     r = subprocess.run(["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "bash",
@@ -212,3 +220,6 @@ def test_root_without_the_right_to_mount_grades_in_the_process_sandbox(tmp_path)
     masked = [t for t in data["tests"] if t["name"].startswith("masked_softmax")]
     assert masked and all(t["score"] == t["max_score"] for t in masked)  # graded, not "could not prepare"
     assert "without the right to mount" in r.stdout
+    stolen_tests = [t for t in data["tests"] if t["name"].startswith("scaled_dot_product_attention")]
+    assert stolen_tests and all(t["score"] == 0 for t in stolen_tests), "the reference was readable by the submission"
+    assert REFERENCE_DIR.stat().st_mode == mode  # given its mode back

@@ -9,6 +9,7 @@ with an autograder error instead. A failure of the grader itself is an autograde
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import traceback
 from pathlib import Path
@@ -41,7 +42,8 @@ def grade_submission(folder: Path, mode: str, visibility: str | None) -> tuple[d
         log.append(f"attnkit: graded in the {record['isolation']} instead: what that does and does not hold is in "
                    f"{WHERE}")
     try:
-        data = _grade(folder, why is None, visibility)
+        with _references_kept_from_view(why is not None, log):
+            data = _grade(folder, why is None, visibility)
     except Exception:  # noqa: BLE001 - the grader's own failure: an autograder error, never a missing results.json
         log.append("attnkit: the grader failed (please report it, with this):\n" + traceback.format_exc().strip())
         return _error("The autograder failed on your submission: the grader itself, not your code. Your instructor "
@@ -51,6 +53,34 @@ def grade_submission(folder: Path, mode: str, visibility: str | None) -> tuple[d
         data["tests"].append({"name": ISOLATION, "score": 0, "max_score": 0, "status": "passed",
                               "output": log[0] + "\n" + log[1], "visibility": "hidden"})
     return data, log
+
+
+@contextlib.contextmanager
+def _references_kept_from_view(fallback: bool, log: list[str]):
+    """In the process sandbox as root without private mounts, the kit's files are in the submission's view: its
+    reference solutions are made unreadable to every uid but root's (mode 0700: the workers run under another uid,
+    the grader reads them as root) while the grading runs, and given their mode back after."""
+    import os
+    import stat
+
+    from .. import REFERENCE_DIR
+    from ..extensions import solution_dirs
+    from ..run.sandbox import mounts_allowed
+
+    if not fallback or os.geteuid() != 0 or mounts_allowed():
+        yield
+        return
+    kept = []
+    try:
+        for folder in {Path(REFERENCE_DIR), *map(Path, solution_dirs())}:
+            if folder.is_dir():
+                kept.append((folder, stat.S_IMODE(folder.stat().st_mode)))
+                folder.chmod(0o700)
+        log.append("attnkit: the reference solutions were made unreadable to the submission's uid while it was graded")
+        yield
+    finally:
+        for folder, mode in kept:
+            folder.chmod(mode)
 
 
 def _grade(folder: Path, jailed: bool, visibility: str | None) -> dict:
