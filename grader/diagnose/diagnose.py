@@ -120,7 +120,11 @@ def _ctor_error_result(res):
     """A ctor_error call compares by outcome: accepted, ValueError, or another error."""
     if res is None:
         return None
-    return "accepted" if res.ok else ("ValueError" if res.error is not None and res.error.value_error else "other")
+    if res.ok:
+        return "accepted"
+    if res.error is not None and res.error.value_error:
+        return "ValueError"
+    return f"other: {res.error.type if res.error is not None else '?'}"  # another error: of which type, too
 
 
 def diagnose(problem, ctx, failing_checks) -> dict[str, str | None]:
@@ -287,8 +291,9 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
                 dtypes is not None and dtypes != [case.call.get("dtype", "float64")] * len(dtypes))
             agree = same(case, got, variant)
             agree = agree and _dtypes(got) == _dtypes(variant) if agree is not None else None
-        if wrong and not agree:
-            if case.must_raise or not _close_to(got, variant, ctx.ref.get(case.key)):
+        if wrong and not agree:  # close values explain nothing where the side effects differ
+            if case.must_raise or bool(got.changed) != bool(variant.changed) \
+                    or not _close_to(got, variant, ctx.ref.get(case.key)):
                 return None
             agree, exact = True, False  # reproduced closely, not exactly
         evidence += bool(wrong and agree)

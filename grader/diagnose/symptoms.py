@@ -45,7 +45,8 @@ def evidence(problem, ctx) -> list[str]:
 
 
 def parameter_kinds(params: dict, expected: dict) -> frozenset:
-    """A difference of parameter sets as kinds: ("extra", "bias"), ("missing", "weight"), ("transposed", ""), ..."""
+    """A difference of parameter sets as kinds: ("extra", "bias"), ("missing", "weight"), ("transposed", ""), a weight
+    "larger" or "smaller" than the contract's (the direction matters: W_k sized E is larger), ..."""
     kinds = set()
     for name in set(params) - set(expected):
         kinds.add(("extra", name.rsplit(".", 1)[-1]))
@@ -54,5 +55,13 @@ def parameter_kinds(params: dict, expected: dict) -> frozenset:
     for name in set(params) & set(expected):
         got, want = list(params[name]), list(expected[name])
         if got != want:
-            kinds.add(("transposed" if got[::-1] == want else "reshaped", name.rsplit(".", 1)[-1]))
+            size = "larger" if _numel(got) > _numel(want) else "smaller" if _numel(got) < _numel(want) else "reshaped"
+            kinds.add(("transposed" if got[::-1] == want else size, name.rsplit(".", 1)[-1]))
     return frozenset(kinds)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n

@@ -58,7 +58,7 @@ MISTAKES = (
                     "puts a_i and b_i back at features 2i and 2i+1.",
             hint="torch.stack((a, b), dim=-1).flatten(-2)."),
     Mistake("odd_d_accepted", "an odd feature size accepted",
-            (("    if d % 2:\n", "    if False:\n"),),
+            (('raise ValueError(f"apply_rope: the feature size d = {d} must be even")', "return x.clone()"),),
             explain="Every feature belongs to one pair, so d must be even; the contract raises ValueError otherwise.",
             hint="if d % 2: raise ValueError(...)."),
 )
