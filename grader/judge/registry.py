@@ -58,6 +58,8 @@ class Check:
     # (problem, cases, Submission) -> a function giving {case key: result}: the grader answers the check's calls itself
     # (a fresh import, a reading of the source), never a worker; started before judging, collected at it
     answer: Callable | None = None
+    # the interviewer's summary by concept (report/concepts.py): (concept, None or problem -> bool: where it counts)
+    concepts: tuple = ()
 
 
 CHECKS: dict[str, Check] = {}

@@ -1,19 +1,27 @@
 """The interviewer's summary by concept: which ideas of attention the candidate's code got right, read from the
-checks' verdicts. The map from checks to concepts is here, once, as data."""
+checks' verdicts. Each check unit declares the concepts it counts for (judge/registry.Check.concepts)."""
 from __future__ import annotations
 
 from .doc import Code, Heading, Para, Table
 
-MULTI_HEAD = ("multihead_attention", "multihead_additive_attention", "grouped_query_attention")
+NAMES = ("masking", "numerical stability", "shapes and heads", "caching", "memory")
 
-CONCEPTS: dict[str, list[tuple[str, tuple[str, ...] | None]]] = {
-    # concept: [(check id, the problems where it counts for this concept; None: all)]
-    "masking": [("masking", None), ("weight_sums", None)],
-    "numerical stability": [("stability", None), ("parity_float32", None), ("cuda_half", None)],
-    "shapes and heads": [("shapes", None), ("parameters", None), ("parity_float64", MULTI_HEAD)],
-    "caching": [("kv_cache", None)],
-    "memory": [("memory", None), ("block_invariance", None)],
-}
+
+def _map() -> dict[str, list[tuple[str, tuple[str, ...] | None]]]:
+    """Concept -> [(check id, the problems where it counts for this concept; None: all)], from what each check unit
+    declares (judge/registry.Check.concepts)."""
+    from ..judge.registry import loaded
+    from ..problems import all_problems
+
+    out: dict[str, list] = {name: [] for name in NAMES}
+    for cid, check in loaded().items():
+        for name, applies in check.concepts:
+            where = None if applies is None else tuple(p.id for p in all_problems() if applies(p))
+            out.setdefault(name, []).append((cid, where))
+    return out
+
+
+CONCEPTS = _map()
 
 
 def concept_checks(report) -> dict[str, list]:

@@ -52,4 +52,4 @@ def _text(blocks: dict) -> str:
 register(Check("block_invariance", "same results for any block sizes (partial blocks too)",
                {"block_pairs": group_block_pairs}, check_block_invariance,
                needs=lambda p: None if "blocks" in (p.options or {}).get("parity_float64", {})
-               else "block settings (spec options['parity_float64']['blocks'])"))
+               else "block settings (spec options['parity_float64']['blocks'])", concepts=(("memory", None),)))

@@ -107,6 +107,6 @@ class CallErrors:
 
 register(Check("parameters", "parameter names and shapes, constructor errors", {"ctor": group_ctor}, check_parameters,
                explained_alone=True, options=ConstructorErrors, contract=_contract, names=("persistent_buffer",),
-               needs=lambda p: None if p.is_module else "a module problem (a constructor)"))
+               needs=lambda p: None if p.is_module else "a module problem (a constructor)", concepts=(("shapes and heads", None),)))
 register(Check("value_errors", "invalid arguments raise ValueError", {"call_error": group_call_errors}, check_value_errors,
                explained_alone=True, options=CallErrors))

@@ -36,4 +36,4 @@ def check_device(group: str):
 
 
 register(Check("cuda", "CUDA float64/float32 vs CPU reference", {"cuda": group_cuda}, check_device("cuda"), needs_cuda=True))
-register(Check("cuda_half", "CUDA float16/bfloat16", {"half": group_half}, check_device("half"), needs_cuda=True))
+register(Check("cuda_half", "CUDA float16/bfloat16", {"half": group_half}, check_device("half"), needs_cuda=True, concepts=(("numerical stability", None),)))

@@ -60,4 +60,4 @@ def check_kv_cache(ctx):
 register(Check("kv_cache", "decoding in steps = one call (outputs and final cache)", {"chain": group_cache_chain},
                check_kv_cache,
                needs=lambda p: None if p.arg_index("tensor") and p.arg_index("cache") and p.out_index("cache") is not None
-               else "an argument with role 'tensor', one with role 'cache' and outputs with role 'cache'"))
+               else "an argument with role 'tensor', one with role 'cache' and outputs with role 'cache'", concepts=(("caching", None),)))

@@ -104,4 +104,4 @@ def _needs(p):
 
 register(Check("masking", "masked keys ignored; key order; broadcast = expanded", {"mask": group_masking}, check_masking,
                options=MaskingOptions,
-               needs=_needs))
+               needs=_needs, concepts=(("masking", None),)))

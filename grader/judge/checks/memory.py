@@ -138,4 +138,4 @@ def _outside(ctx, case, res, words) -> None:
 
 register(Check("memory", "largest allocation within the problem's bound", {"memory": group_memory}, check_memory,
                options=MemoryOptions, enforces="a memory bound",
-               needs=lambda p: None if "memory" in (p.options or {}) else "options['memory'] (calls and their words)"))
+               needs=lambda p: None if "memory" in (p.options or {}) else "options['memory'] (calls and their words)", concepts=(("memory", None),)))

@@ -1,6 +1,7 @@
 """Checks parity_float64, parity_float32 and oracle: the values, against the reference and a library."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -14,6 +15,11 @@ from ...draw.scenarios import as_reference
 from .outputs import PartialBlocks, group_base, group_float32
 from . import crash_evidence, parity_evidence, tiled_evidence
 from .parity_symptoms import SYMPTOMS
+
+
+def has_heads(problem) -> bool:
+    """A problem whose returned tensors have a heads axis (H, Hq or Hkv in their documented shapes)."""
+    return any(re.search(r"\bH(q|kv)?\b", o.dims) for o in problem.methods[-1].returns)
 
 
 def check_parity(group: str, dtype: str):
@@ -46,9 +52,9 @@ def check_oracle(ctx):
 register(Check("parity_float64", "same values as the reference, float64", {"base": group_base},
                check_parity("base", "float64"), general=True, options=PartialBlocks, symptoms=SYMPTOMS,
                evidence=lambda p, ctx: (crash_evidence.evidence(p, ctx) + parity_evidence.evidence(p, ctx)
-                                        + tiled_evidence.evidence(p, ctx))))
+                                        + tiled_evidence.evidence(p, ctx)), concepts=(("shapes and heads", has_heads),)))
 register(Check("parity_float32", "same values as the reference, float32", {"f32": group_float32},
-               check_parity("f32", "float32")))
+               check_parity("f32", "float32"), concepts=(("numerical stability", None),)))
 @dataclass(frozen=True)
 class Oracle:
     """The oracle check's options: `call(float64 call) -> outputs`, from a library implementation we did not write

@@ -101,4 +101,4 @@ def evidence(problem, ctx) -> list[str]:
 
 
 register(Check("stability", "finite and right for scores ~1e4 in float32", {"stable": group_stability}, check_stability,
-               options=Amplify, names=("fill_too_small",), evidence=evidence))
+               options=Amplify, names=("fill_too_small",), evidence=evidence, concepts=(("numerical stability", None),)))
