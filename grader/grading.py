@@ -127,17 +127,17 @@ TRACE_SECONDS = 10.0
 
 
 def _prober(pool, pid: str):
-    """A function running one more call in the problem's worker after its verdict (the stage trace): its raw result,
-    or None where the worker is gone, takes no more or runs past TRACE_SECONDS. The verdict is decided before: what
-    happens to the worker here changes no grade."""
-    def probe(call: dict):
+    """A function running more calls in the problem's worker after its verdict (the stage trace, the calls drawn
+    again past a crash): their raw results, each None where the worker is gone, takes no more or runs past
+    TRACE_SECONDS. The verdict is decided before: what happens to the worker here changes no grade."""
+    def probe(calls: list[dict]) -> list:
         w = pool.workers[pid]
         if w.proc is None or w.failure is not None or w.stop_sent or w.busy:
-            return None
+            return [None] * len(calls)
         w.deadline = time.monotonic() + TRACE_SECONDS
-        w.submit([call])
+        w.submit(calls)
         pool.run_until(lambda: not w.busy)
-        return w.results.get(call["key"]) if w.failure is None else None
+        return [w.results.get(c["key"]) if w.failure is None else None for c in calls]
     return probe
 
 
@@ -239,12 +239,16 @@ def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=
 
 
 def _departure(problem, ctx, probe) -> list[str]:
-    """Where the learner's computation first departs from the reference's (diagnose/trace.py), or []."""
+    """Where the learner's computation first departs from the reference's (diagnose/trace.py), and what its code does
+    past the calls it raised on (diagnose/reprobe.py), or []."""
     from .diagnose import trace
+
+    from .diagnose import reprobe
 
     try:
         case = trace.pick(problem, ctx)
-        return trace.finding(problem, ctx, case, probe(trace.call_for(case))) if case is not None else []
+        lines = trace.finding(problem, ctx, case, probe([trace.call_for(case)])[0]) if case is not None else []
+        return lines + reprobe.finding(problem, ctx, probe)
     except Exception:  # noqa: BLE001 - the trace is feedback only: a bug of its own must never change a grade
         tail = traceback.format_exc().strip().splitlines()[-1]
         return [f"(the trace of your computation failed internally: {tail}; please report it)"]

@@ -109,3 +109,28 @@ def test_a_failing_module_is_told_where_it_departs_and_a_passing_one_is_not(tmp_
     assert sum("Where your computation departs" in for_check(result, c) for c in failing) == 1
     passing = grade(make_impl(tmp_path / "b"), ["multihead_attention", "rope"]).problems
     assert all(p.status == "passed" and p.departure == [] for p in passing)
+
+
+NARROW_SDPA = '''
+import torch
+
+
+def scaled_dot_product_attention(queries, keys, values, mask=None):
+    if values.shape[-1] != queries.shape[-1]:
+        raise RuntimeError("this implementation needs dv == d")
+    scores = queries @ keys.transpose(-2, -1) / queries.shape[-1]
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1) * (mask if mask is not None else 1)
+    return weights @ values, weights
+'''
+
+
+def test_past_a_crash_the_calls_are_drawn_again_where_the_code_runs_and_its_mistake_is_named(tmp_path):
+    """Code that refuses dv != d (which the contract allows) and scales by d: the crash hides the scaling on every
+    call it refuses; drawn again with dv = d, the rest is diagnosed on its own."""
+    result = grade(make_impl(tmp_path, {"scaled_dot_product_attention.py": NARROW_SDPA}),
+                   ["scaled_dot_product_attention"]).problem("scaled_dot_product_attention")
+    said = "\n".join(result.departure)
+    assert result.status == "failed"
+    assert "drawn again with" in said and "dv" in said and "[scale_by_d]" in said, said

@@ -1,0 +1,84 @@
+"""Past the first failure: where the learner's code raises on general calls the contract allows, those calls are
+drawn again with one pair of related dimensions made equal (dq = dk, Tq = Tk, d = dv, H = Hkv: the shapes a
+narrower reading of the contract handles), run in its worker after the verdict, and what the code does where it runs
+is diagnosed on its own: a catalogued mistake that reproduces every result there exactly is named, else the stage
+trace of one wrong call says where it departs. Nothing here changes a grade."""
+from __future__ import annotations
+
+from itertools import combinations
+
+import torch
+
+from ..draw.scenarios import Case, base_call, make_mask
+from ..judge.context import decode
+from ..judge.reference import reference
+from ..judge.registry import with_hooks
+from ..run.answer import Answer
+from ..run.harness import execute
+from ..run.hooks import for_reference
+
+MOST = 8
+"""The most calls drawn again (a few pairs of dimensions, on the first two calls the code raised on)."""
+
+
+def crashed(ctx) -> list:
+    """The general calls the learner's code raised on (not the ones it must refuse, nor a stub's)."""
+    return [c for c in ctx.of("base") if not c.must_raise and (g := ctx.got.get(c.key)) is not None and not g.ok
+            and g.error is not None and g.error.type != "NotImplementedError"]
+
+
+def cases(problem, ctx) -> list[tuple[str, Case]]:
+    """[(the pair made equal, in words; its case)] for the calls the code raised on."""
+    out = []
+    for n, case in enumerate(crashed(ctx)[:2]):
+        dims = [k for k, v in case.cfg.items() if isinstance(v, int) and not isinstance(v, bool)]
+        for a, b in combinations(dims, 2):
+            if case.cfg[a] == case.cfg[b] or a[0] != b[0] or len(out) >= MOST:  # related: dq/dk/dv, Tq/Tk, H/Hkv
+                continue
+            cfg = problem.fit({**case.cfg, b: case.cfg[a]}, case.variant)
+            if cfg[a] != cfg[b]:
+                continue
+            g = torch.Generator().manual_seed(ctx.seed * 1009 + 31 * n + len(out))
+            call = base_call(problem, cfg, case.variant, g, make_mask(problem, case.lens, cfg, g))
+            key = f"reprobe/{case.key}/{a}={b}"
+            call.update(key=key, n_out=len(problem.outputs), names=list(problem.outputs), return_inputs=False)
+            new = Case(key, "base", case.variant, cfg, call, lens=case.lens, builder=case.builder)
+            with_hooks(problem, {key: new})
+            new.call["hooks"] = {k: v for k, v in (new.call.get("hooks") or {}).items() if k != "measure"}
+            out.append((f"{a} = {b}", new))
+    return out
+
+
+def finding(problem, ctx, probe) -> list[str]:
+    """Lines for the problem's finding (none where the code raised on no general call)."""
+    from .diagnose import _explains, candidates, describe, same
+    from . import trace
+
+    drawn = cases(problem, ctx)
+    if not drawn:
+        return []
+    raw = probe([c.call for _, c in drawn])
+    got = decode(problem, {c.key: c for _, c in drawn}, {c.key: r for (_, c), r in zip(drawn, raw) if r is not None})
+    ran = []
+    for words, case in drawn:
+        answer = got.get(case.key)
+        if answer is not None and answer.ok:
+            ctx.got[case.key] = answer
+            ctx.ref[case.key] = Answer.of({"ok": True, **execute(for_reference(case.call), reference(problem))})
+            ran.append((words, case))
+    if not ran:
+        return [f"Drawn again with {', '.join(sorted({w for w, _ in drawn}))}, the calls your code raised on still "
+                "raise: it refuses more of the contract's inputs than those."]
+    where = ", ".join(sorted({w for w, _ in ran}))
+    wrong = [c for _, c in ran if not same(c, ctx.got[c.key], ctx.ref[c.key])]
+    head = f"Past the calls your code raised on: drawn again with {where}, it runs"
+    if not wrong:
+        return [head + " and is right there: what fails is only that it refuses shapes the contract allows."]
+    cache = ctx.memo.setdefault((problem.id, ctx.seed), {})
+    cases_ = [c for _, c in ran]
+    for rid, _, target in candidates(problem, ctx.failing_deps):
+        found = _explains(ctx, cases_, rid, target, cache)
+        if found is not None and found[0]:
+            return [head + f", and there its results are exactly those of the mistake below.", describe(problem, rid)]
+    lines = trace.finding(problem, ctx, wrong[0], probe([trace.call_for(wrong[0])])[0])
+    return [head + " but not right there" + (":" if lines else " either."), *lines]
