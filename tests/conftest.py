@@ -29,7 +29,7 @@ def pytest_unconfigure(config):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: real Jupyter kernels, nbgrader and a Dask cluster (minutes); run with `pytest tests -m slow`")
+    config.addinivalue_line("markers", "slow: real Jupyter kernels, nbgrader, a Dask cluster, end-to-end runs (an interview, the Gradescope runner, a class batch) and the whole unseen set (minutes); run with `pytest tests -m slow`")
 
 
 def pytest_collection_modifyitems(config, items):

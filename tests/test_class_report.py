@@ -184,6 +184,7 @@ def test_the_page_in_a_headless_browser(tmp_path):
 
 
 @needs_bwrap  # students' code: grade-batch grades only inside bubblewrap
+@pytest.mark.slow  # end to end, seconds each: `pytest tests -m slow`
 def test_from_a_real_batch(tmp_path):
     subs = tmp_path / "subs"
     p = get("masked_softmax")

@@ -58,6 +58,7 @@ def refused(tmp_path, monkeypatch):
     jail.unusable.cache_clear()
 
 
+@pytest.mark.slow  # end to end, seconds each: `pytest tests -m slow`
 def test_without_namespaces_the_runner_grades_in_the_process_sandbox_and_says_so(tmp_path):
     """bwrap installed, namespaces refused: results.json is written (before: exit 2 and no file), graded in the
     process sandbox, and the isolation is recorded for the instructor (extra_data, a hidden test, stdout) while the
@@ -122,6 +123,7 @@ def test_the_refusal_names_the_real_remedy():
 
 
 @needs_bwrap
+@pytest.mark.slow  # end to end, seconds each: `pytest tests -m slow`
 def test_where_bubblewrap_works_the_record_says_so(tmp_path):
     root = tmp_path / "autograder"
     make_impl(root / "submission")

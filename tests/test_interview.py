@@ -103,6 +103,7 @@ def test_stubs_in_a_bundle_name_the_bundles_own_command(tmp_path):
     assert "pytest test_public.py -k masked_softmax" in (bundle / "README.md").read_text()
 
 
+@pytest.mark.slow  # end to end, seconds each: `pytest tests -m slow`
 def test_public_checks_print_one_line_per_check_and_no_traceback(tmp_path):
     bundle = _export(tmp_path, "--problems", "masked,additive,luong")
     cases = ["masked_softmax", "additive_attention", "luong_attention-dot", "luong_attention-scaled_dot",
@@ -136,6 +137,7 @@ def test_public_checks_print_one_line_per_check_and_no_traceback(tmp_path):
     assert re.fullmatch(r"failed: output shapes \[\(2, 3, 1\)\], expected \[\(2, 3, 4\)\]", lines()["masked_softmax"])
 
 
+@pytest.mark.slow  # end to end, seconds each: `pytest tests -m slow`
 def test_interview_start_keeps_the_clock_on_the_interviewers_side(tmp_path):
     r = attnkit("interview", "start", "--problems", "masked", "--minutes", "30", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -237,6 +239,7 @@ def test_the_html_report_in_a_headless_browser(tmp_path):
 
 @needs_bwrap  # a candidate's code: --report grades only inside bubblewrap
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed: the page is not rendered in a browser here")
+@pytest.mark.slow  # end to end, seconds each: `pytest tests -m slow`
 def test_a_timed_interview_end_to_end(tmp_path):
     bundle = _export(tmp_path, "--problems", "masked,additive,luong", "--minutes", "30",
                      command=("interview", "start"))
