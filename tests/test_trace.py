@@ -61,7 +61,9 @@ def test_a_malformed_trace_from_a_worker_is_refused():
     good = {"prints": torch.zeros(1, 27, dtype=torch.float64), "metas": torch.zeros(1, 8, dtype=torch.int64),
             "ops": ["aten.mm()"], "parents": [[-1]]}
     assert Trace.decode(good) is not None
-    for bad in ({**good, "parents": [[0]]}, {**good, "ops": [3]}, {**good, "prints": torch.zeros(2, 27)},
+    huge = {"prints": torch.zeros(5000, 27, dtype=torch.float64), "metas": torch.zeros(5000, 8, dtype=torch.int64),
+            "ops": ["aten.mm()"] * 5000, "parents": [[-1]] * 5000}  # a hostile worker's flood: refused, not aligned
+    for bad in (huge, {**good, "parents": [[0]]}, {**good, "ops": [3]}, {**good, "prints": torch.zeros(2, 27)},
                 {**good, "metas": torch.zeros(1, 8)}, {"prints": None}):
         assert Trace.decode(bad) is None
 
