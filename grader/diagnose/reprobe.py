@@ -12,7 +12,7 @@ import torch
 from ..draw.scenarios import Case, base_call, make_mask
 from ..judge.context import decode
 from ..judge.reference import reference
-from ..judge.registry import with_hooks
+from ..judge.registry import general_cases, with_hooks
 from ..run.answer import Answer
 from ..run.harness import execute
 from ..run.hooks import for_reference
@@ -23,8 +23,8 @@ MOST = 8
 
 def crashed(ctx) -> list:
     """The general calls the learner's code raised on (not the ones it must refuse, nor a stub's)."""
-    return [c for c in ctx.of("base") if not c.must_raise and (g := ctx.got.get(c.key)) is not None and not g.ok
-            and g.error is not None and g.error.type != "NotImplementedError"]
+    return [c for c in general_cases(ctx, ctx.problem) if not c.must_raise and (g := ctx.got.get(c.key)) is not None
+            and not g.ok and g.error is not None and g.error.type != "NotImplementedError"]
 
 
 def cases(problem, ctx) -> list[tuple[str, Case]]:
@@ -42,7 +42,7 @@ def cases(problem, ctx) -> list[tuple[str, Case]]:
             call = base_call(problem, cfg, case.variant, g, make_mask(problem, case.lens, cfg, g))
             key = f"reprobe/{case.key}/{a}={b}"
             call.update(key=key, n_out=len(problem.outputs), names=list(problem.outputs), return_inputs=False)
-            new = Case(key, "base", case.variant, cfg, call, lens=case.lens, builder=case.builder)
+            new = Case(key, case.group, case.variant, cfg, call, lens=case.lens, builder=case.builder)
             with_hooks(problem, {key: new})
             new.call["hooks"] = {k: v for k, v in (new.call.get("hooks") or {}).items() if k != "measure"}
             out.append((f"{a} = {b}", new))
