@@ -32,9 +32,28 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: real Jupyter kernels, nbgrader, a Dask cluster, end-to-end runs (an interview, the Gradescope runner, a class batch) and the whole unseen set (minutes); run with `pytest tests -m slow`")
 
 
+SLOW_CASES = (  # end-to-end cases of over 6 s each (measured with --durations): slow, so that the README's command
+    # stays within its budget; `pytest tests -m slow` (which CI runs too) keeps them
+    "test_hiring_and_scale.py::test_batch_grades_everything_resumes_and_survives_bad_submissions",
+    "test_hiring_and_scale.py::test_zip_submission_and_interviewers_report",
+    "test_hiring_and_scale.py::test_public_checks_fail_on_stubs_and_pass_on_solutions",
+    "test_outside_rules.py::test_memory_attack_fails_memory[flash_child_process-",
+    "test_mutants.py::test_every_listed_equivalent_mutant_exists_and_survives",
+    "test_attempts.py::test_the_interviewers_report_shows_the_timeline",
+    "test_attempts.py::test_every_run_of_the_public_checks_is_logged_in_the_submission",
+    "test_hostile.py::test_hostile_submission[hang_ignoring_signals-",
+    "test_learner_commands.py::test_colour_on_a_terminal_only",
+    "test_learner_commands.py::test_solution_only_after_passing_or_with_force",
+    "test_feedback_once.py::test_pytest_prints_the_block_once_and_counts_deselected_items",
+)
+
+
 def pytest_collection_modifyitems(config, items):
     """`pytest tests` leaves out the tests marked slow (README: they are their own command, which CI runs too);
     any -m expression chooses for itself."""
+    for item in items:
+        if any(case in item.nodeid for case in SLOW_CASES):
+            item.add_marker(pytest.mark.slow)
     if config.getoption("markexpr"):
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
