@@ -95,8 +95,6 @@ def canonical(ref: Trace) -> list[int]:
 
 @dataclass(frozen=True)
 class Alignment:
-    matched: list[bool]  # per reference stage (canonical records only; copies False)
-    loose: list[bool]  # matched at float32 level
     departure: int | None
     rounding: bool  # the departure matches at float32 level in a float64 call
     closest: int | None  # the learner record closest to the departure
@@ -175,7 +173,6 @@ def _result(ref, got, dist, strict, loose, keep, at, rounding, given=None) -> Al
     tell a step left out (they go on with the reference's next operator) from a layout (the same operator on the
     same inputs, another result); else the closest record."""
     stage = canonical(ref)
-    matched = [bool(strict[i]) if i in keep else False for i in range(len(ref.ops))]
     last = max((i for i in keep if strict[i] and i < at), default=None)
     sources = {stage[p] for p in ref.parents[at] if p >= 0}
     tol = tolerance(ref, got)
@@ -204,7 +201,7 @@ def _result(ref, got, dist, strict, loose, keep, at, rounding, given=None) -> Al
         closest = int(torch.argmin(dist[at]))  # the tensor that matches at float32 level
     else:
         closest = skipped[1] if skipped else _closest(ref, got, at, made)
-    return Alignment(matched, [bool(x) for x in loose], at, rounding, closest, last, arranged, skipped)
+    return Alignment(at, rounding, closest, last, arranged, skipped)
 
 
 def _equal_to(got: Trace, given) -> set[int]:

@@ -130,7 +130,8 @@ def _all_formed(problem, ctx, case, ref, got, outputs) -> list[str]:
         a = Trace(fingerprint(theirs)[None], torch.zeros(1, 8, dtype=torch.int64), ["ref"], [[]])
         b = Trace(fingerprint(mine)[None], torch.zeros(1, 8, dtype=torch.int64), ["got"], [[]])
         if mine.shape == theirs.shape and float(distance(a, b)[0, 0]) > 1e-9:  # not the same values rearranged
-            equal = [j for j in range(len(got.ops)) if float(distance(a, got)[0, j]) <= 1e-9]
+            row = distance(a, got)[0]
+            equal = [j for j in range(len(got.ops)) if float(row[j]) <= 1e-9]
             if equal:
                 return [where + f"forms the reference's {names[k]} (your {got.ops[equal[-1]]}), but what it returns "
                         f"as {names[k]} is computed further from it: a step too many after that point (a second "
