@@ -107,6 +107,27 @@ def test_a_sparse_huge_file_is_refused_unread(tmp_path):
     assert report.problems[0].score == 0 and "larger than" in text, text[:500]
 
 
+def test_a_worker_that_ends_with_calls_unread_is_still_heard():
+    """A worker that refuses a submission says so and exits without reading the batch already sent to it; the
+    kernel then reports ECONNRESET on the grader's end, after the frames it did send (the race behind a refusal
+    once read as "ended before it started")."""
+    import socket
+    import struct
+
+    from attnkit.run.inbox import FrameReader
+
+    grader, worker = socket.socketpair()
+    grader.sendall(b"a batch of calls the worker never reads")
+    worker.sendall(struct.pack("!i", 5) + b"hello" + struct.pack("!i", 3) + b"bye")
+    worker.close()
+    reader = FrameReader(grader.fileno())
+    try:
+        assert reader.read() == [b"hello", b"bye"] and reader.eof
+    finally:
+        reader.close()
+        grader.close()
+
+
 def test_a_submission_with_a_helper_package_is_copied_whole(tmp_path):
     source = (SOLUTIONS / "masked_softmax.py").read_text().replace(
         "import torch\n", "import torch\n\nfrom .helpers.fill import fill_value\n", 1).replace(

@@ -56,11 +56,16 @@ class FrameReader:
         self.sock.close()
 
     def read(self) -> list[bytes]:
-        """Every complete frame available now (possibly none); sets `eof` when the worker closed its end."""
+        """Every complete frame available now (possibly none); sets `eof` when the worker closed its end. A
+        socket whose peer closed with data of ours unread reports ECONNRESET once the frames before it are read
+        (a worker that refused the submission said so, then exited without reading its calls)."""
         while True:
             try:
                 chunk = self.sock.recv(1 << 20, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
+                break
+            except ConnectionResetError:  # the worker ended with a batch of ours unread: what it said first counts
+                self.eof = True
                 break
             if not chunk:
                 self.eof = True
