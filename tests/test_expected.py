@@ -27,7 +27,7 @@ def test_the_helper_computes_what_the_grader_would():
     forkserver.warm_up()
     problems = [get(pid) for pid in IDS]
     plan, references = Plan.draw(problems, SEED), E.References()
-    helper = E.Helper(problems, SEED, references)
+    helper = E.Helper(problems, SEED, references, side=True)
     try:
         assert helper.proc is not None, "the forkserver runs: the helper process must be used"
         assert helper.compute_next(plan, problems)  # the grader's own share: the last problem, the helper told
@@ -38,6 +38,20 @@ def test_the_helper_computes_what_the_grader_would():
     for p in problems:
         here = E._compute(p, plan.cases(p))
         assert got[p.id].keys() == here.keys() and _same(got[p.id], here), p.id
+
+
+def test_without_a_core_to_spare_the_grader_computes_them_itself(monkeypatch):
+    forkserver.warm_up()
+    monkeypatch.setattr(E, "cores", lambda: E.HELPER_CORES - 1)
+    p = get("rope")
+    helper = E.Helper([p], SEED + 3, E.References())
+    assert helper.proc is None and helper.conn is None
+    monkeypatch.setattr(E, "cores", lambda: E.HELPER_CORES)
+    helper = E.Helper([p], SEED + 3, E.References())
+    try:
+        assert helper.proc is not None
+    finally:
+        helper.close()
 
 
 def test_without_a_forkserver_the_grader_computes_them_itself(monkeypatch):
@@ -56,7 +70,7 @@ def test_a_failing_helper_leaves_the_problem_to_the_grader():
     forkserver.warm_up()
     p = get("rope")
     plan = Plan.draw([p], SEED + 2)
-    helper = E.Helper([p], SEED + 2, E.References())
+    helper = E.Helper([p], SEED + 2, E.References(), side=True)
     try:
         helper.proc.kill()  # a helper that dies before it answers
         values = helper.get(plan, p)
