@@ -69,10 +69,10 @@ def _compute(problem, cases: dict, between=lambda: None) -> dict:
     return refs
 
 
-HELPER_CORES = 3
+HELPER_CORES = 4
 """Cores from which the expected values are computed by a helper process. On 2 cores the workers and the grader keep
-both busy, and a helper only adds its own start and the values' transfer: measured, 0.5 s more CPU and 0.3 s more
-wall time for all thirteen problems (benchmarks/grade_speed.py)."""
+both busy, and a helper only adds its own start and the values' transfer: measured, 0.5 s more CPU and 1.09x the wall
+time for all thirteen problems (benchmarks/helper_cores.py, which measures 3, 4 and 8 cores where a machine has them)."""
 
 
 def cores() -> int:
