@@ -86,6 +86,21 @@ def test_the_installed_references_are_out_of_the_sandbox_view(installed):
     assert "FileNotFoundError" in text and "class AdditiveAttention" not in text, text[:2000]
 
 
+def test_pytest_does_not_rewrite_the_grader(installed):
+    """pytest marks every module of a plugin's distribution for assertion rewriting; the plugin unmarks the kit, so a
+    grading run compiles none of the grader's modules again (half a second where bytecode is not written)."""
+    python, _, work = installed
+    code = ("import sys, pytest\n"
+            "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '--attnkit-impl', sys.argv[1], '--attnkit-problems', 'rope']) "
+            "or print('REWRITTEN', sorted(n for n, m in sys.modules.items() if n.startswith('attnkit') "
+            "and '@py_builtins' in vars(m))))\n")
+    ran = _run([python, "-c", code, work / "mine"], work, {"ATTNKIT_SANDBOX": "off", "PYTHONDONTWRITEBYTECODE": "1"})
+    line = next((x for x in ran.stdout.splitlines() if x.startswith("REWRITTEN")), None)
+    assert line is not None, ran.stdout[-2000:] + ran.stderr[-2000:]
+    rewritten = eval(line.removeprefix("REWRITTEN "))  # noqa: S307 - our own subprocess's list of names
+    assert rewritten == ["attnkit", "attnkit.fronts", "attnkit.fronts.plugin"], rewritten  # imported before it runs
+
+
 def test_other_projects_pytest_is_unchanged(installed):
     """The plugin is installed (its --attnkit- options are listed) and inert: a project whose conftest defines
     --seed, --impl and --json runs as before, and `pytest --json` there does not grade."""

@@ -9,9 +9,29 @@ printed at the end. `attnkit grade` runs this same plugin through pytest.main.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+
+
+def _not_rewritten() -> None:
+    """pytest rewrites the asserts of every module of a distribution that registers a plugin: all of attnkit in a
+    regular install (not an editable one), each module as it is imported. The grader holds no tests, and where the
+    rewritten bytecode cannot be cached (PYTHONDONTWRITEBYTECODE, as container images set; an install the user cannot
+    write) that is a hundred modules parsed and compiled again on every run, half a second. Unmarked here, for this
+    package only; pytest offers no public way to unmark, so where its internals differ nothing changes."""
+    package = __name__.split(".")[0]
+    for finder in sys.meta_path:
+        marked = getattr(finder, "_must_rewrite", None)
+        if isinstance(marked, set) and package in marked:
+            marked.discard(package)
+            memo = getattr(finder, "_marked_for_rewrite_cache", None)
+            if isinstance(memo, dict):
+                memo.clear()
+
+
+_not_rewritten()  # first: the modules imported from here on are the kit's
 
 from .options import BadInput, json_path, positive
 
