@@ -230,3 +230,25 @@ def test_a_malformed_exit_report_ends_that_sandbox_without_raising(message):
         theirs.close()
         jail.control.close()
     assert jail.exits == {1: -9} and killed == [True]
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode,early", [("auto", True), ("off", False)])
+def test_the_sandbox_starts_before_the_problems_are_resolved(monkeypatch, capsys, mode, early):
+    """Resolving --problems loads the specs (torch, a second): the spare sandbox is already starting its own torch by
+    then, unless the run grades without one; either way nothing is left after the command."""
+    from attnkit.fronts import cli, requests
+    from attnkit.run import jail_process
+    from conftest import SOLUTIONS
+
+    monkeypatch.setenv("ATTNKIT_SANDBOX", mode)
+    seen, real = [], requests.problem_list
+
+    def spy(text):
+        seen.append(jail_process._spare is not None)
+        return real(text)
+
+    monkeypatch.setattr(requests, "problem_list", spy)
+    assert cli.main(["grade", "--impl", str(SOLUTIONS), "--problems", "rope"]) == 0
+    assert seen == [early] and "total" in capsys.readouterr().out
+    assert jail_process._spare is None

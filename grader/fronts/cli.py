@@ -166,9 +166,11 @@ def main(argv=None) -> int:
 
     args.lang = getattr(args, "lang", None) or from_env(warn=True)  # passed down to the commands
     try:
+        grading = args.command in GRADING and getattr(args, "cluster", None) is None  # on a cluster, the workers grade
+        if grading:
+            _spare_early(args)
         request = resolve(args)  # every flag checked here, before any work (the cluster's too)
-        if args.command in ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev") and \
-                getattr(request, "cluster", None) is None:  # on a cluster, the workers grade
+        if grading:
             _warm_up(request)
         with using(args.lang):  # for the callers of problems.get that pass no language (grading.py)
             return args.run(request)
@@ -196,6 +198,24 @@ def main(argv=None) -> int:
         gc.freeze()
 
 
+GRADING = ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev")
+"""The commands that grade here: what they need is started before anything else (_warm_up)."""
+
+
+def _spare_early(args) -> None:
+    """A spare bubblewrap sandbox started before the command line is resolved, where one will be wanted whatever
+    the flags say: resolving --problems loads the specs (torch, a second), which the sandbox's own start (its torch)
+    should not wait for. _warm_up decides after, and stops it where the request grades without one."""
+    import os
+
+    from ..run.jail import unusable
+
+    if args.command != "dev" and os.environ.get("ATTNKIT_SANDBOX", "auto") in ("auto", "bwrap") and unusable() is None:
+        from ..run.jail_process import warm_up
+
+        warm_up()
+
+
 def _warm_up(request) -> None:
     """Start what grading needs while we import torch: a spare bubblewrap sandbox, else the forkserver.
     Refuses here, before any work, when the sandbox is required and unusable."""
@@ -205,7 +225,9 @@ def _warm_up(request) -> None:
     sandbox = sandbox_of(request)
     if isinstance(request, DevRequest) or not (unusable() is None if sandbox is Sandbox.BEST else decide(sandbox.wanted)):
         from ..run.forkserver import warm_up
+        from ..run.jail_process import stop
 
+        stop()  # a spare started early (_spare_early) that this request does not use
         warm_up()  # the workers' forkserver imports torch while we do
         return
     from ..run.jail_process import warm_up as warm_up_sandbox
