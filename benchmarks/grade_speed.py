@@ -5,7 +5,11 @@ compared, so the ratio holds on any machine. Where bubblewrap works, grading ins
 measured too, and reported against grading without it ($ATTNKIT_SANDBOX=off). Targets: at most 1.5x with the first four problems
 (issue 2), at most 2x with all eight (issue 6), and still at most 2x with all thirteen (issue 14).
 
-    python benchmarks/grade_speed.py [--repeat 7] [--impl solutions] [--against REV] [--no-bwrap]
+    python benchmarks/grade_speed.py [--repeat 7] [--impl solutions] [--against REV] [--no-bwrap] [--env this|learner]
+
+--env learner measures in a learner's environment: a virtual environment that holds attnkit's own requirements only
+(torch, NumPy, pytest and what they need, hard-linked from this one), as the README's learner command installs, so
+that the development extras' pytest plugins (Hypothesis, anyio) are not counted; the floor is measured there too.
 
 --against REV also grades with the kit as it was at git revision REV (checked out into a temporary worktree and
 imported from there), interleaved with the rest, and reports each grading command's ratio to REV's: a change
@@ -39,6 +43,8 @@ def main(argv=None) -> int:
     ap.add_argument("--impl", default="solutions")
     ap.add_argument("--against", metavar="REV", help="also time the kit at this git revision, and compare")
     ap.add_argument("--no-bwrap", action="store_true", help="leave out the runs inside bubblewrap (half the time)")
+    ap.add_argument("--env", choices=("this", "learner"), default="this",
+                    help="this environment, or one with attnkit's requirements only (the README's learner install)")
     args = ap.parse_args(argv)
     py = sys.executable
     sys.path.insert(0, str(ROOT))
@@ -46,6 +52,11 @@ def main(argv=None) -> int:
 
     bwrap = unusable() is None and not args.no_bwrap
     with tempfile.TemporaryDirectory() as tmp:
+        if args.env == "learner":
+            from learner_env import make
+
+            os.chmod(tmp, 0o711)  # a worker runs as a uid of its own (as root): the interpreter must be reachable
+            py = make(Path(tmp) / "learner")
         empty = Path(tmp) / "empty"  # a folder of its own: --against checks REV out into tmp/rev, whose tests
         empty.mkdir()  # pytest would otherwise collect (and run) as "one test"
         (empty / "test_empty.py").write_text("def test_nothing():\n    pass\n")
@@ -78,7 +89,7 @@ def main(argv=None) -> int:
     floor = med["import torch"] + med["pytest --version"]
     for name, t in med.items():
         print(f"{name:<18} median {t:6.2f} s")
-    print(f"{'floor':<18} median {floor:6.2f} s  (import torch + pytest --version)")
+    print(f"{'floor':<18} median {floor:6.2f} s  (import torch + pytest --version; {args.env} environment)")
     for name in GRADING:
         if name in med:
             print(f"ratio {name:<15} {med[name] / floor:5.2f}x the floor (target <= 2x)")

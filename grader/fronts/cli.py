@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 
 from .commands import (cmd_batch, cmd_classroom, cmd_cluster, cmd_course, cmd_dev, cmd_export, cmd_grade,
@@ -161,6 +160,9 @@ def _impl_arg(p) -> None:
 
 def main(argv=None) -> int:
     """The command line, parsed and resolved here into its command's request (requests.py), which the command gets."""
+    from ..run.collector import pause, settle
+
+    pause()  # while torch and the specs load (run/collector.py); settled once they have
     args = parser().parse_args(argv)
     from ..model.i18n import from_env, using
 
@@ -172,6 +174,8 @@ def main(argv=None) -> int:
         request = resolve(args)  # every flag checked here, before any work (the cluster's too)
         if grading:
             _warm_up(request)
+            _load_specs()
+        settle()
         with using(args.lang):  # for the callers of problems.get that pass no language (grading.py)
             return args.run(request)
     except BadInput as exc:  # one line whatever it quotes (a submission's or a member's name, a path)
@@ -194,12 +198,24 @@ def main(argv=None) -> int:
         stop()  # the workers' server ends with the command, not a moment after it
         stop_sandboxes()
         # The process ends next: Python's last garbage collections would walk every object torch made (half a
-        # second); frozen, they are skipped. Files and processes are closed above, not by the collector.
-        gc.freeze()
+        # second); frozen, they are skipped. Files and processes are closed above, not by the collector. The collector
+        # is on again for a caller that goes on (a test calling main), also where the command stopped before settle().
+        settle()
 
 
 GRADING = ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev")
 """The commands that grade here: what they need is started before anything else (_warm_up)."""
+
+
+def _load_specs() -> None:
+    """The specs (and torch with them), loaded now that the sandbox or the forkserver is starting: with the collector
+    paused, before settle() freezes them (a command that grades loads them all anyway: ordering --problems does)."""
+    from ..problems import all_problems
+
+    try:
+        all_problems()
+    except SpecError:  # said by the command, in its own words
+        pass
 
 
 def _spare_early(args) -> None:

@@ -88,6 +88,10 @@ def pytest_configure(config):
         from ..run.forkserver import stop, warm_up
     config.add_cleanup(stop)
     warm_up()  # first: the workers' sandbox or forkserver imports torch while pytest and the grader do (the specs too)
+    from ..run.collector import pause, settle
+
+    pause()  # while torch and the specs load (run/collector.py): settled before grading, and at the latest here
+    config.add_cleanup(settle)
     from ..run.submission import open_submission
     from .options import problem_list
 
@@ -230,13 +234,12 @@ class Grader:
 
     def check_result(self, problem: str, check: str):
         if self.report is None:
-            import gc
-
             from ..grading import grade
+            from ..run.collector import settle
 
-            # torch and the specs stay loaded until the process ends: no collection walks them again (pytest's own
-            # final gc.collect included), as in `attnkit grade`
-            gc.freeze()
+            # torch and the specs stay loaded until the process ends: frozen, no collection walks them again
+            # (pytest's own final gc.collect included), as in `attnkit grade`; the collector is on again from here
+            settle()
 
             self.report = grade(self.impl, self.selected, seed=self.seed, timeout=self.timeout, limits=self.limits,
                                 sandbox=self.jailed)

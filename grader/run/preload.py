@@ -5,8 +5,9 @@ garbage collector freezes everything loaded so far (gc.freeze, as its documentat
 a collection in a worker would otherwise walk torch's hundreds of thousands of objects, writing their
 reference counts, and copy nearly every page it inherited (a third of a second of CPU per worker).
 """
-import gc
+from .collector import pause, settle
 
-from . import harness, intercept, no_autograd, worker  # noqa: F401 - loaded for the workers
+pause()  # no collection during torch's import (run/collector.py)
+from . import harness, intercept, no_autograd, worker  # noqa: E402,F401 - loaded for the workers
 
-gc.freeze()
+settle()
