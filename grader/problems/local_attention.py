@@ -1,6 +1,7 @@
 """Spec: Luong's local attention (local-m and local-p), section 14 of the seq2seq stage."""
 import torch
 
+from ..errors import SpecError
 from ..model.roles import Arg
 from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
 from ._common import FORWARD_ARGS, OUTPUT_AND_WEIGHTS, qkv_inputs
@@ -10,7 +11,9 @@ VARIANTS = ({"mode": "local-m", "D": 2}, {"mode": "local-p", "D": 1}, {"mode": "
 
 
 def _fit(cfg, variant):
-    return {**cfg, **variant}
+    """The variant's mode and D; the second local-p variant (D = 3) with align_dim = 1, a W_p to one unit: valid, and
+    code that refuses it is wrong."""
+    return {**cfg, **variant, **({"h": 1} if variant["mode"] == "local-p" and variant["D"] == 3 else {})}
 
 
 def _ctor(c):
@@ -30,13 +33,8 @@ def distances(call, cfg):
     distance from the aligned position, computed from the call's own inputs and weights."""
     args, state = call["args"], call["state"]
     q = args[0].to(torch.float64)
-    lens = args[3] if len(args) > 3 else None
     B, Tq, Tk = q.shape[0], q.shape[1], args[1].shape[1]
-    if lens is None:
-        lens = torch.full((B, Tq), Tk)
-    elif lens.dim() == 1:
-        lens = lens[:, None].expand(B, Tq)
-    L = lens.to(torch.float64)[..., None]
+    L = _lens(call, B, Tq, Tk)[..., None]
     s = torch.arange(Tk, dtype=torch.float64)
     if cfg["mode"] == "local-m":
         p = torch.arange(Tq, dtype=torch.float64)[None, :, None]
@@ -45,6 +43,39 @@ def distances(call, cfg):
         p = (L - 1) * torch.sigmoid(torch.tanh(q @ w_p.T) @ v_p.T)
     dist = (s - p).expand(B, Tq, Tk)
     return (s < L) & (dist.abs() <= cfg["D"]), dist
+
+
+EDGE_MARGIN = 1e-4
+"""No drawn key lies within this of the window's edge, |s - p_t| = D (the contract promises 1e-6; this leaves room for a
+float32 p_t, whose rounding reaches about 1e-6 for L = 10)."""
+
+
+def _settle(call, cfg):
+    """local-p: v_p scaled by 1.01, 1.02, ... until no valid key is within EDGE_MARGIN of the window's edge (p_t moves
+    with v_p; local-m's p_t = t is an integer, its edges exact). A call that is not a forward of the contract's shapes
+    (a constructor's error) is left as drawn."""
+    args, state = call.get("args") or [], call.get("state") or {}
+    if cfg.get("mode") != "local-p" or "v_p.weight" not in state or len(args) < 3 \
+            or not all(isinstance(a, torch.Tensor) and a.dim() == 3 for a in args[:3]):
+        return
+    v = state["v_p.weight"]
+    for step in range(1, 200):
+        _, dist = distances(call, cfg)
+        s = torch.arange(dist.shape[-1], dtype=torch.float64)
+        lens = _lens(call, *dist.shape)
+        near = (s < lens[..., None]) & ((dist.abs() - cfg["D"]).abs() < EDGE_MARGIN)
+        if not near.any():
+            return
+        call["state"] = state = {**state, "v_p.weight": v * (1 + 0.01 * step)}  # this call's own weights
+    raise SpecError("local_attention: no v_p keeps the drawn keys off the window's edges")
+
+
+def _lens(call, B, Tq, Tk):
+    """The call's valid lengths as (B, Tq) float64 (Tk where valid_lens is None)."""
+    lens = call["args"][3] if len(call["args"]) > 3 else None
+    if lens is None:
+        return torch.full((B, Tq), float(Tk), dtype=torch.float64)
+    return (lens[:, None].expand(B, Tq) if lens.dim() == 1 else lens).to(torch.float64)
 
 
 def allowed(call, cfg):
@@ -84,6 +115,51 @@ MISTAKES = (
             explain="p_t = (L - 1) * sigmoid(v_p . tanh(W_p h_t)) with L the row's valid length: the aligned position "
                     "lies among the valid keys, not among the padded ones.",
             hint="Take L from valid_lens (Tk where it is None) and use (L - 1) * sigmoid(...)."),
+    Mistake("gaussian_on_scores", "local-p: the Gaussian multiplies the scores before the softmax",
+            (("        filled = scores.masked_fill(",
+              "        if self.mode == \"local-p\":\n"
+              "            scores = scores * torch.exp(-dist**2 / (2 * (self.window / 2) ** 2))\n"
+              "        filled = scores.masked_fill("),
+             ("            weights = weights * torch.exp(-dist**2 / (2 * sigma**2))", "            pass")),
+            explain="The Gaussian weighs the attention weights, after the softmax over the window: a_t(s) * "
+                    "exp(-(s - p_t)^2 / (2 sigma^2)). Scaling the scores instead only changes the softmax's "
+                    "temperature per key, and the rows still sum to 1.",
+            hint="weights = softmax(window scores) first; then weights = weights * Gaussian."),
+    Mistake("aligned_by_length", "local-p: p_t scaled by L, not by L - 1",
+            (("p = (L - 1) * torch.sigmoid(", "p = L * torch.sigmoid("),),
+            explain="With 0-based positions the last valid key is L - 1, so p_t = (L - 1) * sigmoid(...) lies in "
+                    "[0, L - 1]; scaled by L it drifts right, up to a position past the last key.",
+            hint="p_t = (L - 1) * sigmoid(v_p . tanh(W_p h_t)), L the row's valid length."),
+    Mistake("window_exclusive", "the window excludes its edges: |s - p_t| < D instead of <= D",
+            (("(dist.detach().abs() <= self.window)", "(dist.detach().abs() < self.window)"),),
+            explain="The window holds the 2D + 1 positions with |s - p_t| <= D, its edges included; with < the "
+                    "keys at distance exactly D (local-m: t - D and t + D) are dropped.",
+            hint="allowed = (s < L) & ((s - p_t).abs() <= D)."),
+    Mistake("local_m_clipped", "local-m: p_t clipped to the last valid key",
+            (("p = torch.arange(Tq, device=scores.device, dtype=scores.dtype)[:, None]",
+              "p = torch.minimum(torch.arange(Tq, device=scores.device, dtype=scores.dtype)[:, None], L - 1)"),),
+            explain="local-m aligns target t with source t and does not clip: a query past the source's end "
+                    "(t - D >= L) has no key in its window, so its weights and output are 0.",
+            hint="local-m: p_t = t, whatever L is; rows whose window holds no valid key stay 0."),
+    Mistake("length_ignored", "the window ignores valid_lens (keys past the row's length allowed)",
+            (("allowed = (s < L) & (", "allowed = ("),),
+            explain="A key at s >= L is padding: it is allowed only when s < L and |s - p_t| <= D. Without s < L "
+                    "the window reaches into the padding.",
+            hint="allowed = (s < L) & ((s - p_t).abs() <= D), with L from valid_lens."),
+    Mistake("softmax_before_window", "the softmax taken over all the row's valid keys, then cut to the window",
+            (("weights = torch.softmax(filled, dim=-1) * allowed",
+              "weights = torch.softmax(scores.masked_fill(~(s < L), torch.finfo(scores.dtype).min), dim=-1) * allowed"),),
+            explain="a is the softmax over the window's keys only: the valid keys outside the window take no share "
+                    "of it. A masked softmax over the whole row, cut to the window afterwards, leaves the window's "
+                    "weights with only part of the mass.",
+            hint="Fill the scores outside the window with a very negative number first, then take the softmax."),
+    Mistake("nan_empty_rows", "rows with no allowed key give NaN (a -inf fill)",
+            (("filled = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)",
+              "filled = scores.masked_fill(~allowed, float(\"-inf\"))"),),
+            explain="A row whose window holds no valid key (L = 0, or local-m with t - D >= L) is all -inf after a "
+                    "-inf fill, and its softmax is NaN; the contract gives such a row weights 0 and output 0.",
+            hint="Fill with torch.finfo(scores.dtype).min (a finite number), take the softmax, then multiply by the "
+                 "window mask so that empty rows are exactly 0."),
     Mistake("unknown_mode_accepted", "an unknown mode is not rejected", (("if mode not in modes:", "if False:"),),
             explain="An unknown mode was accepted silently (and then behaved like one of the two).",
             hint="Validate mode first and raise ValueError naming the valid choices (local-m, local-p)."),
@@ -169,6 +245,7 @@ PROBLEM = Problem(
         )},
     },
     mistakes=MISTAKES,
-    track="scoring",
+    track="seq2seq",
     after=("luong_attention",),
+    settle=_settle,
 )

@@ -52,11 +52,22 @@ def check_window_weights(ctx):
         if (off > 10 * tol.atol).any():
             at = argmax_index(off)
             raw = w.sum(-1)[at].item()
-            renormalised = abs(raw - 1) <= 10 * tol.atol and not torch.allclose(factor, torch.ones_like(factor))
+            renormalised = abs(raw - 1) <= 10 * tol.atol and _renormalised(w, ctx.expected(case)[at_w], rows, tol)
             ctx.fail(case, f"over its window, weights{list(at)} divided by the factor the contract puts on the softmax "
                      f"sum to {sums[at].item():.6g}, not 1 (the row itself sums to {raw:.6g})"
                      + ("; it was renormalised after the factor" if renormalised else ""),
                      symptom="gaussian_renormalised" if renormalised else None)
+
+
+def _renormalised(w, expected, rows, tol) -> bool:
+    """The learner's weights are the expected ones divided by their row's sum (renormalised after the factor), on
+    every row with an allowed key: not merely rows that sum to 1 (a factor applied before the softmax does that too)."""
+    expected = expected.to(torch.float64)
+    total = expected.sum(-1, keepdim=True)
+    if (total[rows] == 0).any() or torch.allclose(total[rows], torch.ones_like(total[rows])):
+        return False  # rows the factor leaves summing to 1: renormalising changes nothing there
+    scaled = torch.where(rows[..., None], expected / torch.where(total == 0, 1, total), expected)
+    return bool(((w - scaled).abs() <= 10 * (tol.atol + tol.rtol * scaled.abs())).all())
 
 
 def _needs(p):
