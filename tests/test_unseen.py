@@ -16,6 +16,7 @@ import pytest
 
 from conftest import make_impl
 from attnkit.grading import grade
+from attnkit.problems import all_problems
 
 HERE = Path(__file__).parent / "unseen"
 UNSEEN = sorted(HERE.glob("*.py"))
@@ -82,4 +83,4 @@ def test_the_unseen_sets_cover_the_problems_and_the_llm_track():
     assert len(wrong) >= 60 and set(EXPECTED) == {p.stem for p in wrong}
     llm = {"rope", "grouped_query_attention", "flash_attention", "attention_backward", "causal_self_attention"}
     assert sum(pid in llm for pid in fresh) * 2 >= len(fresh)
-    assert len(set(fresh)) == 13
+    assert set(fresh) == {p.id for p in all_problems()}

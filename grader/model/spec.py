@@ -92,6 +92,7 @@ class Problem:
     # check id -> {option: value}: the check's typed options (its `options` dataclass, judge/registry.py), validated
     # when the spec loads
     options: dict | None = None
+    settle: Callable | None = None  # (call, cfg) -> None: keeps a drawn call clear of the contract's boundaries, in place
     traced: bool = True  # its reference's stages are the learner's too (False: the learner chooses how to cut it up)
     track: str = ""  # the track (grader/model/tracks.py) this problem belongs to
     after: tuple[str, ...] = ()  # problems to solve first (besides `requires`): what this one builds on

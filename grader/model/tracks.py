@@ -3,6 +3,7 @@
 TRACKS = (
     ("warm-up", "NumPy first, then the masked softmax every module reuses"),
     ("scoring", "additive (Bahdanau), then Luong's four scoring functions"),
+    ("seq2seq", "attention between two sequences as Luong's seq2seq models use it: local attention"),
     ("masking", "boolean masks over any leading dims: scaled dot-product attention"),
     ("multi-head", "several scorers over the same values"),
     ("transformer", "Transformer multi-head attention"),
