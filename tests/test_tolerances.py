@@ -58,6 +58,8 @@ def _scores(problem, case) -> float:
     if problem.id == "causal_self_attention":
         return _decoder_scores(case, args, state)
     q, k = args[0], args[1]
+    if problem.id == "local_attention":  # the general score, q . (W_a k)
+        return (q @ (k @ state["W_a.weight"].T).transpose(-2, -1)).abs().max().item()
     if k.dim() >= 3 and k.shape[-3] != q.shape[-3]:  # grouped-query heads: key head n // G for query head n
         k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
     if problem.id == "multihead_attention":
