@@ -45,20 +45,24 @@ def _unpack(obj, budget=None, depth: int = 0):
     raise ValueError(f"not plain data: {type(obj).__name__}")
 
 
+DTYPES = {str(t).removeprefix("torch."): t for t in vars(torch).values() if isinstance(t, torch.dtype)}
+"""The dtypes a message may name, by name (a fixed table: a name is looked up, never resolved as an attribute)."""
+
+
 def _tensor(obj) -> torch.Tensor:
-    dtype = getattr(torch, str(obj.get(TENSOR)), None)
+    dtype = DTYPES.get(obj.get(TENSOR)) if isinstance(obj.get(TENSOR), str) else None
     shape, data = obj.get("shape"), obj.get("data")
-    if not isinstance(dtype, torch.dtype) or not isinstance(shape, list) or not isinstance(data, bytes) \
-            or not all(type(n) is int and n >= 0 for n in shape):
+    if dtype is None or not isinstance(shape, list) or not isinstance(data, bytes) \
+            or not all(type(n) is int for n in shape) or (shape and min(shape) < 0):
         raise ValueError("not a tensor")
     count = 1
     for n in shape:
         count *= n
-    if count * torch.empty((), dtype=dtype).element_size() != len(data):
+    if count * dtype.itemsize != len(data):
         raise ValueError("a tensor whose bytes do not match its shape")
     if not data:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
+    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
 
 
 class _PlainUnpickler(pickle.Unpickler):
