@@ -79,3 +79,14 @@ def test_exercises_hold_the_generated_stubs():
         if not is_untouched_stub(text):
             pytest.skip(f"exercises/{p.id}.py holds your work; its freshness is checked on a fresh clone")
         assert text == render(p), "run `attnkit dev sync`"
+
+
+@pytest.mark.parametrize("problem", all_problems(), ids=lambda p: p.id)
+def test_every_reference_passes_its_public_checks(problem):
+    """The quick checks learners and candidates see (notebooks, bundles' test_public.py) follow the contract: a
+    reference never fails them (local-p's rows sum to less than 1, and its public check must not ask for 1)."""
+    from attnkit.integrations.public import quick_checks
+    from attnkit.judge.reference import reference
+
+    results = quick_checks(problem, reference(problem))
+    assert results and all(why is None for _, why in results), results

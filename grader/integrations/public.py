@@ -28,6 +28,7 @@ def cases(problem) -> list[dict]:
             "ctor": None if ctor is None else (ctor["args"], ctor["kwargs"]),
             "inputs": [_shape(t) for t in problem.inputs(cfg, torch.Generator().manual_seed(0))],
             "weights_at": problem.weights_index,
+            "row_sums": "weight_sums" in problem.points,  # the hidden checks' rule: rows sum to 1 (not local-p's)
             "outputs": output_shapes(problem, cfg),
             "mask": mask, "trailing": list(problem.trailing(cfg)), "numpy": returns_arrays(problem),
         })
@@ -50,7 +51,7 @@ def quick_checks(problem, target) -> list[tuple[str, str | None]]:
         what = f"shapes and weight sums on the fixed example ({case['id']})"
         try:
             found = fixed_example_problems(target, case["ctor"], case["inputs"], case["outputs"], case["mask"],
-                                           case["trailing"], case["numpy"], case["weights_at"])
+                                           case["trailing"], case["numpy"], case["weights_at"], case["row_sums"])
         except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
             found = [f"{type(exc).__name__}: {exc}"]
         results.append((what, "; ".join(found) or None))

@@ -37,9 +37,11 @@ def _flat(out):
     return [t for o in out for t in (o if isinstance(o, (tuple, list)) else (o,))]
 
 
-def fixed_example_problems(target, ctor, input_shapes, output_shapes, mask, trailing=(), numpy=False, weights_at=-1):
+def fixed_example_problems(target, ctor, input_shapes, output_shapes, mask, trailing=(), numpy=False, weights_at=-1,
+                           row_sums=True):
     """Call target on the fixed example; the list of what is wrong with the shapes and (where the outputs
-    hold weights, at `weights_at`; None: they do not) the weights."""
+    hold weights, at `weights_at`; None: they do not) the weights: 0 on masked keys, and each row with an allowed key
+    summing to 1 where `row_sums` (False: a problem whose rows need not, as local attention's window and Gaussian)."""
     out = call_fixed(target, ctor, input_shapes, mask, trailing, numpy)
     got = [tuple(o.shape) for o in out]
     if got != [tuple(s) for s in output_shapes]:
@@ -55,7 +57,9 @@ def fixed_example_problems(target, ctor, input_shapes, output_shapes, mask, trai
     problems = []
     if (weights.masked_select(~keep) != 0).any():
         problems.append("masked keys got nonzero weight (they must get exactly 0)")
+    if not torch.isfinite(weights).all():
+        problems.append("weights with NaN or inf (a row with no allowed key must be all zeros)")
     sums = weights.sum(-1)[keep.any(-1)]
-    if not torch.allclose(sums, torch.ones((), dtype=sums.dtype)):
+    if row_sums and not torch.allclose(sums, torch.ones((), dtype=sums.dtype)):
         problems.append(f"weight rows must sum to 1; row sums {sums.flatten()[:6].tolist()}")
     return problems
