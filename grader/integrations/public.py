@@ -17,7 +17,9 @@ FIXED = {"B": 2, "Tq": 3, "Tk": 4, "dq": 5, "dk": 6, "dv": 3, "h": 7, "H": 2}
 
 def cases(problem) -> list[dict]:
     """One fixed example per variant: plain data (module, symbol, ctor, input shapes, mask, trailing args)."""
-    out = []
+    from ..judge.registry import loaded
+
+    checks, out = loaded(), []
     for variant in problem.variants:
         cfg = problem.fit(dict(FIXED), variant)
         ctor = problem.ctor_call(cfg, variant) if problem.is_module else None
@@ -28,7 +30,7 @@ def cases(problem) -> list[dict]:
             "ctor": None if ctor is None else (ctor["args"], ctor["kwargs"]),
             "inputs": [_shape(t) for t in problem.inputs(cfg, torch.Generator().manual_seed(0))],
             "weights_at": problem.weights_index,
-            "row_sums": "weight_sums" in problem.points,  # the hidden checks' rule: rows sum to 1 (not local-p's)
+            "row_sums": any(checks[c].rows_sum_to_one for c in problem.points),  # as the hidden checks (not local-p)
             "outputs": output_shapes(problem, cfg),
             "mask": mask, "trailing": list(problem.trailing(cfg)), "numpy": returns_arrays(problem),
         })

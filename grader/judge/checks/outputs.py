@@ -120,6 +120,7 @@ def check_side_effects(ctx):
 register(Check("shapes", "output shapes (B=1, Tk=1, Tq != Tk, ...)", {"base": group_base}, check_shapes,
                concepts=(("shapes and heads", None),)))
 register(Check("weight_sums", "rows sum to 1, masked weights exactly 0", {"base": group_base}, check_weight_sums,
-               needs=lambda p: None if p.weights_index is not None else "an output with role 'weights'", concepts=(("masking", None),)))
+               needs=lambda p: None if p.weights_index is not None else "an output with role 'weights'", concepts=(("masking", None),),
+               rows_sum_to_one=True))
 register(Check("side_effects", "inputs untouched, dtype and device kept", {"base": group_base, "f32": group_float32},
                check_side_effects))
