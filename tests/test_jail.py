@@ -252,3 +252,21 @@ def test_the_sandbox_starts_before_the_problems_are_resolved(monkeypatch, capsys
     assert cli.main(["grade", "--impl", str(SOLUTIONS), "--problems", "rope"]) == 0
     assert seen == [early] and "total" in capsys.readouterr().out
     assert jail_process._spare is None
+
+
+@needs_bwrap
+def test_a_sandbox_that_grades_says_nothing_of_its_own(monkeypatch):
+    """What the sandbox writes to its own stderr is quoted in the grader's error messages ("the sandbox said: ..."):
+    a sandbox that starts, grades and ends normally writes nothing there (no stray output of its server)."""
+    from attnkit.run import jail_process
+    from conftest import SOLUTIONS
+
+    said, real = [], jail_process.Jail.close
+
+    def close(self):
+        said.append(self.bwrap_said())
+        real(self)
+
+    monkeypatch.setattr(jail_process.Jail, "close", close)
+    report = grade(SOLUTIONS, ["masked_softmax"], sandbox=True)
+    assert report.score == report.max_score and said and said == [""] * len(said), said

@@ -20,23 +20,22 @@ MAX_MESSAGE = 1 << 16
 
 
 def main(control_fd: int) -> None:
-    import sys, time
-    sys.stderr.write(f"T start {time.time():.3f}\n"); sys.stderr.flush()
+    from .collector import pause, settle
+
+    pause()  # no collection during torch's import; frozen after it, as the forkserver's preload does
     import torch
-    sys.stderr.write(f"T torch {time.time():.3f}\n"); sys.stderr.flush()
 
     from . import harness, intercept, sandbox, worker, wire  # noqa: F401 - preloaded: every worker inherits them
 
+    settle()
+
     torch.set_num_threads(1)
-    sys.stderr.write(f"T imports {time.time():.3f}\n"); sys.stderr.flush()
     control = socket.socket(fileno=control_fd)
     try:
         data, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 256)
         go = json.loads(data)
     except (OSError, ValueError):
         return
-    sys.stderr.write(f"T go {time.time():.3f}\n"); sys.stderr.flush()
-    sys.stderr.write(f"T go {time.time():.3f}\n"); sys.stderr.flush()
     if go["uid"] is not None:
         os.setgroups([])
         os.setgid(go["uid"])
@@ -61,7 +60,6 @@ def main(control_fd: int) -> None:
             finally:
                 os._exit(code)
         children[pid] = i
-        sys.stderr.write(f"T forked{i} {time.time():.3f}\n"); sys.stderr.flush()
         os.close(fd)
         os.close(log_fd)
     threading.Thread(target=_obey, args=(control, children), daemon=True).start()
