@@ -26,7 +26,7 @@ def test_limits_must_be_positive_numbers(flag, value, words):
 
 
 def test_pytest_rejects_a_negative_problem_timeout():
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--attnkit-impl", "solutions", "--attnkit-timeout", "-1"],
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--attnkit-impl", "solutions", "--attnkit-timeout", "-1"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 4 and "must be a number above 0" in proc.stderr and "Traceback" not in proc.stderr
 
