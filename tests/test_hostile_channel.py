@@ -128,6 +128,31 @@ def test_a_worker_that_ends_with_calls_unread_is_still_heard():
         grader.close()
 
 
+def test_every_dtype_a_worker_names_is_decoded_or_refused_without_crashing_the_grader():
+    """A worker chooses the dtype name of each tensor it sends. Building some dtypes straight from bytes crashes the
+    process (a segfault for the quantized ones), so every dtype torch has, with bytes and without, goes through the
+    grader's decoding in one process that must survive them all."""
+    import sys
+
+    code = (
+        "import pickle, torch\n"
+        "from attnkit.run import wire\n"
+        "from attnkit.run.inbox import Malformed, message\n"
+        "names = sorted({str(t).removeprefix('torch.') for t in vars(torch).values() if isinstance(t, torch.dtype)})\n"
+        "for name in names:\n"
+        "    for n in (2, 0):\n"
+        "        size = getattr(torch, name).itemsize\n"
+        "        out = {wire.TENSOR: name, 'shape': [n], 'data': bytes(n * size)}\n"
+        "        try:\n"
+        "            message(pickle.dumps({'key': 'k', 'result': {'ok': True, 'outputs': [out]}}))\n"
+        "        except Malformed:\n"
+        "            pass\n"
+        "print('survived', len(names))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("survived"), (r.returncode, r.stderr[-800:])
+    assert int(r.stdout.split()[1]) >= 20
+
+
 def test_a_submission_with_a_helper_package_is_copied_whole(tmp_path):
     source = (SOLUTIONS / "masked_softmax.py").read_text().replace(
         "import torch\n", "import torch\n\nfrom .helpers.fill import fill_value\n", 1).replace(

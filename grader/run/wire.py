@@ -62,7 +62,8 @@ def _tensor(obj) -> torch.Tensor:
         raise ValueError("a tensor whose bytes do not match its shape")
     if not data:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
+    # read as bytes, then viewed: frombuffer straight into a quantized dtype crashes the process (a segfault)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
 
 
 class _PlainUnpickler(pickle.Unpickler):
