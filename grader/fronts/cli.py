@@ -222,11 +222,9 @@ def _spare_early(args) -> None:
     """A spare bubblewrap sandbox started before the command line is resolved, where one will be wanted whatever
     the flags say: resolving --problems loads the specs (torch, a second), which the sandbox's own start (its torch)
     should not wait for. _warm_up decides after, and stops it where the request grades without one."""
-    import os
+    from ..run.jail import likely
 
-    from ..run.jail import unusable
-
-    if args.command != "dev" and os.environ.get("ATTNKIT_SANDBOX", "auto") in ("auto", "bwrap") and unusable() is None:
+    if args.command != "dev" and likely():
         from ..run.jail_process import warm_up
 
         warm_up()

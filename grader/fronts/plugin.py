@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -122,17 +123,12 @@ class CheckFailed(Exception):
         self.line = line
 
 
-class _Crash:
-    def __init__(self, message: str):
-        self.message = message
-
-
 class FailureRepr:
     """The failure section as written, with a one-line `reprcrash.message`: pytest's short summary prints that
     line, whole when CI is set (Classroom and Gradescope set it), so the feedback is not said twice."""
 
     def __init__(self, text: str, line: str):
-        self.text, self.reprcrash = text, _Crash(line)
+        self.text, self.reprcrash = text, SimpleNamespace(message=line)
 
     def toterminal(self, tw) -> None:
         for line in self.text.splitlines():
@@ -162,8 +158,8 @@ class CheckItem(pytest.Item):
             from ..report.feedback import for_check
 
             text = for_check(self.grader.report.problem(self.problem), result, self.grader.shown.get(self.problem))
-            line = f"[{result.mistake}] " if result.mistake else ""
-            line += next((s for s in result.message.splitlines()[1:2]), result.message.partition("\n")[0])
+            lines = result.message.splitlines() or [""]  # "called ...", then what came back
+            line = (f"[{result.mistake}] " if result.mistake else "") + lines[min(1, len(lines) - 1)]
             raise CheckFailed(f"{text}\n[{result.status}: 0/{result.max_score:g} points]", line)
 
     def repr_failure(self, excinfo):

@@ -28,8 +28,8 @@ def _params(c):
     return out
 
 
-def distances(call, cfg):
-    """(allowed, s - p_t) of a call, in float64: which keys each query may attend, (B, Tq, Tk), and each key's
+def _geometry(call, cfg):
+    """(valid, s - p_t) of a call, in float64, (B, Tq, Tk): the keys within each row's valid length, and each key's
     distance from the aligned position, computed from the call's own inputs and weights."""
     args, state = call["args"], call["state"]
     q = args[0].to(torch.float64)
@@ -41,8 +41,13 @@ def distances(call, cfg):
     else:
         w_p, v_p = state["W_p.weight"].to(torch.float64), state["v_p.weight"].to(torch.float64)
         p = (L - 1) * torch.sigmoid(torch.tanh(q @ w_p.T) @ v_p.T)
-    dist = (s - p).expand(B, Tq, Tk)
-    return (s < L) & (dist.abs() <= cfg["D"]), dist
+    return (s < L).expand(B, Tq, Tk), (s - p).expand(B, Tq, Tk)
+
+
+def distances(call, cfg):
+    """(allowed, s - p_t) of a call: which keys each query may attend, (B, Tq, Tk), and each key's distance from p_t."""
+    valid, dist = _geometry(call, cfg)
+    return valid & (dist.abs() <= cfg["D"]), dist
 
 
 EDGE_MARGIN = 1e-4
@@ -60,11 +65,8 @@ def _settle(call, cfg):
         return
     v = state["v_p.weight"]
     for step in range(1, 200):
-        _, dist = distances(call, cfg)
-        s = torch.arange(dist.shape[-1], dtype=torch.float64)
-        lens = _lens(call, *dist.shape)
-        near = (s < lens[..., None]) & ((dist.abs() - cfg["D"]).abs() < EDGE_MARGIN)
-        if not near.any():
+        valid, dist = _geometry(call, cfg)
+        if not (valid & ((dist.abs() - cfg["D"]).abs() < EDGE_MARGIN)).any():
             return
         call["state"] = state = {**state, "v_p.weight": v * (1 + 0.01 * step)}  # this call's own weights
     raise SpecError("local_attention: no v_p keeps the drawn keys off the window's edges")

@@ -70,18 +70,31 @@ def unusable() -> str | None:
     return None
 
 
+def _wanted(sandbox: bool | None) -> bool | None:
+    """`sandbox` read with $ATTNKIT_SANDBOX: False (never), True (required) or None (whenever usable)."""
+    if sandbox is not None:
+        return sandbox
+    mode = os.environ.get("ATTNKIT_SANDBOX", "auto")
+    if mode not in MODES:
+        raise BadInput(f"ATTNKIT_SANDBOX={mode!r}: expected one of {', '.join(MODES)}")
+    return {"off": False, "bwrap": True, "auto": None}[mode]
+
+
+def likely(sandbox: bool | None = None) -> bool:
+    """Whether decide(sandbox) would grade inside bwrap, without its notice or its error: a spare sandbox is worth
+    starting before the rest of a command is known."""
+    try:
+        return _wanted(sandbox) is not False and unusable() is None
+    except BadInput:  # said by decide, in its turn
+        return False
+
+
 def decide(sandbox: bool | None) -> bool:
     """Whether to grade inside bwrap. True: required (a clear error when unusable); False: never;
     None: $ATTNKIT_SANDBOX (auto, the default: whenever usable, else a one-line notice; bwrap: required; off)."""
+    sandbox = _wanted(sandbox)
     if sandbox is False:
         return False
-    if sandbox is None:
-        mode = os.environ.get("ATTNKIT_SANDBOX", "auto")
-        if mode not in MODES:
-            raise BadInput(f"ATTNKIT_SANDBOX={mode!r}: expected one of {', '.join(MODES)}")
-        if mode == "off":
-            return False
-        sandbox = True if mode == "bwrap" else None
     why = unusable()
     if why is None:
         return True
