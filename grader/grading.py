@@ -59,13 +59,15 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
                                       jailed)
             try:
                 plan = Plan.draw(problems, seed)  # the run's one plan: its CUDA part is added once a worker sees a GPU
+                while not starting.done() and helper.compute_next(plan, plan.problems):
+                    pass  # the workers' server still imports torch: expected values meanwhile, on the other core
             except BaseException:
                 _close_started(starting)  # the planning failed: the pool that started meanwhile is closed, not left
                 raise
             pool = starting.result()  # a failed start raises here, after the planning
         try:
             pool.submit_all(plan.batches())
-            pool.wait_hello()
+            pool.wait_hello(idle=lambda: helper.compute_next(plan, plan.problems, pool.poll))  # the sandbox's too
             if any(w.hello and w.hello["cuda"] for w in pool.workers.values()):
                 plan = plan.with_cuda()
                 pool.submit_more(plan.gpu_batches())  # the CUDA checks' calls follow as a second batch

@@ -2,7 +2,10 @@
 grader's share taken from the end of the list, failures computed again by the grader, nothing left running."""
 from __future__ import annotations
 
+import pytest
 import torch
+
+from conftest import SANDBOXES
 
 from attnkit.judge import expected as E
 from attnkit.judge.plan import Plan
@@ -106,3 +109,29 @@ def test_the_cuda_part_is_a_new_plan():
     assert set(both.cases(p)) - set(cpu.cases(p)) == set(both.gpu[p.id]) != set()
     assert both.gpu_batches()[p.id] and not cpu.gpu_batches()
     assert list(cpu.batches()) == [p.id]
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_the_grader_computes_expected_values_while_the_workers_start(monkeypatch, sandbox):
+    """While the workers' server (the forkserver, or the sandbox's) imports torch (a second), the grader computes
+    expected values instead of waiting: some are in by the time every worker has said hello, and the grade is the
+    same."""
+    from conftest import SOLUTIONS
+    from attnkit.grading import grade
+    from attnkit.run import jail_process
+    from attnkit.run.pool import Pool
+
+    forkserver.stop()  # a cold start: the server imports torch during this run
+    jail_process.stop()
+    monkeypatch.setattr(E, "cores", lambda: E.HELPER_CORES - 1)  # no helper process: the grader's own work
+    store, seen = E.References(), []
+    original = Pool.wait_hello
+
+    def wait_hello(pool, idle=lambda: False):
+        original(pool, idle)
+        seen.append({pid for pid in IDS if store.has(pid, SEED + 7)})
+
+    monkeypatch.setattr(Pool, "wait_hello", wait_hello)
+    report = grade(SOLUTIONS, list(IDS), seed=SEED + 7, sandbox=sandbox, references=store)
+    assert report.score == report.max_score
+    assert seen and seen[0], "no expected value was computed while the workers started"

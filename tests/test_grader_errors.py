@@ -62,7 +62,7 @@ def test_a_check_that_crashes_after_the_learners_code_ran_fails_and_keeps_the_ma
     assert report.grader_errors == 0
 
 
-def never_started(pool):
+def never_started(pool, idle=None):
     """Pool.wait_hello, where no worker ever says hello: the grader's own failure, before any learner code ran."""
     for w in pool.workers.values():
         w._stop("the worker did not start (injected)", Trouble.ERROR)
@@ -103,7 +103,7 @@ def test_grader_errors_give_exit_code_3(tmp_path):
     plugin = tmp_path / "break_workers.py"
     plugin.write_text(
         "from attnkit.run.pool import Pool\nfrom attnkit.results import Trouble\n"
-        "def _never_started(pool):\n"
+        "def _never_started(pool, idle=None):\n"
         "    for w in pool.workers.values():\n        w._stop('the worker did not start (injected)', Trouble.ERROR)\n"
         "Pool.wait_hello = _never_started\n")
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}

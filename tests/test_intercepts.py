@@ -56,6 +56,8 @@ def test_a_module_built_on_nn_multiheadattention_is_caught(tmp_path):
 
 
 def test_banned_mode_passes_everything_else():
+    """The grader's own runs of a catalogued mistake refuse banned calls with this mode (no worker set the dispatcher's
+    refusal up there): it refuses them, and nothing else."""
     with Banned(get(SDPA).banned):
         x = torch.randn(2, 3, 4)
         assert torch.allclose(torch.softmax(x @ x.mT, -1).sum(-1), torch.ones(2, 3))
@@ -124,6 +126,41 @@ def test_no_path_reaches_a_banned_operator(tmp_path, call, guard):
     assert next(c for c in result.checks if c.id == "capabilities").status == "failed"
 
 
+def test_a_banned_call_in_the_call_measured_from_outside_is_refused(tmp_path):
+    """The backstop (measured from outside the worker, in a window of its own): the refusals set up for the worker's
+    life stand there too. Code that calls the banned function only on the backstop's shapes fails."""
+    pid = "flash_attention"
+    source = (SOLUTIONS / f"{pid}.py").read_text().replace(
+        "    Tq, d = queries.shape[-2], queries.shape[-1]\n",
+        "    Tq, d = queries.shape[-2], queries.shape[-1]\n"
+        "    if Tq >= 4096:\n"
+        "        out = torch.nn.functional.scaled_dot_product_attention(queries, keys, values)\n"
+        "        return out, torch.logsumexp(queries @ keys.transpose(-2, -1) * d ** -0.5, -1)\n", 1)
+    assert "Tq >= 4096" in source
+    result = grade(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
+    checks = {c.id: c for c in result.checks}
+    assert checks["memory"].status == "failed" and "BannedCall" in checks["memory"].message, checks["memory"].message
+    assert checks["parity_float64"].status == "passed"
+
+
+def test_the_backstop_compares_rows_the_code_cannot_know(tmp_path):
+    """The backstop's values are compared on 64 seeded rows of 4096 (the reference computes only those): code that is
+    right everywhere but on every seventh row of the large call still fails, with the values' message."""
+    pid = "flash_attention"
+    source = (SOLUTIONS / f"{pid}.py").read_text().replace(
+        "    return torch.cat(outs, dim=-2).to(queries.dtype), torch.cat(lses, dim=-1).to(queries.dtype)",
+        "    out = torch.cat(outs, dim=-2).to(queries.dtype)\n"
+        "    if Tq >= 4096:\n"
+        "        out[..., 3::7, :] = 0\n"
+        "    return out, torch.cat(lses, dim=-1).to(queries.dtype)", 1)
+    assert "3::7" in source
+    result = grade(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
+    checks = {c.id: c for c in result.checks}
+    assert checks["memory"].status == "failed" and "output" in checks["memory"].message, checks["memory"].message
+    assert "Tq=4096" in checks["memory"].message
+    assert all(c.status == "passed" for c in result.checks if c.id not in ("memory",) and c.status != "skipped")
+
+
 def test_nn_multiheadattention_with_modes_switched_off_is_caught(tmp_path):
     source = (SOLUTIONS / f"{MHA}.py").read_text().replace(
         "context = self.dropout(weights) @ v",
@@ -172,3 +209,34 @@ def test_a_switched_off_measurement_fails_the_memory_check(tmp_path):
     assert capabilities.status == "failed" and "torch modes" in capabilities.message, capabilities.message
     assert all(c.status == "passed" for c in result.checks if c.id not in ("memory", "capabilities")
                and c.status != "skipped")
+
+
+WALK = """
+import sys, types, torch
+import attnkit.run.preload  # noqa: F401 - as a worker's parent: its index of torch's functions made
+from attnkit.run import intercept
+banned = {banned!r}
+walked = sorted((name, attr) for name, module in list(sys.modules.items())
+                if module is not None and (name == "torch" or name.startswith("torch."))
+                for attr, value in list(vars(module).items())
+                if callable(value) and not isinstance(value, type(sys)) and not attr.startswith("__")
+                and intercept._matches(attr, banned))
+intercept.guard_functions(banned)
+guarded = sorted((name, attr) for name, module in list(sys.modules.items())
+                 if module is not None and (name == "torch" or name.startswith("torch."))
+                 for attr, value in list(vars(module).items())
+                 if isinstance(value, types.FunctionType) and value.__name__ == "banned_function")
+print(len(walked), walked == guarded)
+"""
+
+
+@pytest.mark.parametrize("banned", [get(SDPA).banned, ("multi_head_attention_forward", "_native_multi_head*")])
+def test_the_index_of_torchs_functions_finds_what_a_walk_finds(banned):
+    """A worker's bans search the parent's index (one string) instead of walking every module: the same functions are
+    replaced as a walk of every loaded torch module finds (in a fresh Python, since it replaces torch's functions)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", WALK.format(banned=tuple(banned))], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert int(out[0]) >= 2 and out[1] == "True", out

@@ -103,11 +103,13 @@ BACKSTOP = {
     "allowed": lambda cfg, args: allowed(cfg, args, 2**16),
     "resident_kb": 16 * 1024,
     "held_kb": 24 * 1024,
+    "rows": 32,
 }
 """The full tensor here is 2**23 float32 elements (32 MB); a chunked solution needs a few MB (measured: 4 MB growth and at
 most 13 MB held by the worker beforehand, its own inputs and heap). The grader measures the call from outside the worker
 (its memory cgroup, run/cgroup.py): growing by more than half the full tensor, or holding three quarters of it when the
-call begins (allocated in advance), means it was built, however it was hidden."""
+call begins (allocated in advance), means it was built, however it was hidden. Its values are compared on 32 seeded query
+rows (the reference computes those alone: additive attention's rows are independent, and this call has no mask)."""
 
 
 def _memory_fit(cfg):

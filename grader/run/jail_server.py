@@ -27,6 +27,7 @@ def main(control_fd: int) -> None:
 
     from . import harness, intercept, sandbox, worker, wire  # noqa: F401 - preloaded: every worker inherits them
 
+    intercept.index_functions()  # a worker's bans then search one string (run/intercept.py)
     settle()
 
     torch.set_num_threads(1)

@@ -8,14 +8,20 @@ resident-memory count.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
+
+import torch
 
 from ..compare import tolerance
 from ..context import GraderError, compare_all
 from ..registry import Check, options, register
 from ...draw.groups import case_key, each_case, form, with_args
-from ...draw.scenarios import Case, base_call, generator, make_mask
+from ...draw.scenarios import Case, base_call, expected_call, generator, make_mask
+from ...masks.layout import output_shapes
+from ...run.harness import execute
+from ...run.hooks import for_reference
 
 
 @dataclass(frozen=True)
@@ -31,13 +37,19 @@ class Words:
 class Backstop:
     """A float32 call too big to hide, measured by the grader in the worker's memory cgroup (run/cgroup.py), else by
     the worker's own resident count: exactly these dims and arguments; `allowed(cfg, args)` elements; growth and
-    held-at-start limits in kB."""
+    held-at-start limits in kB. `rows`: compare the values of that many seeded query rows only (0: all of them); the
+    reference then computes those rows alone, since at a size chosen to make the forbidden tensor large its full
+    run costs the grader as much as the learner's (FlashAttention's: 0.16 s). Only for a call whose rows are
+    independent (no causal alignment): its masking argument is then drawn in the per-batch form (one set of keys per
+    batch row), and which rows is never sent to the worker: code wrong on a fraction f of the rows fails with probability
+    about 1 - (1 - f)^rows."""
 
     dims: dict
     args: dict
     allowed: Callable
     resident_kb: int
     held_kb: int
+    rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -83,14 +95,41 @@ def group_memory(problem, seed):
     if backstop:
         dims = backstop.dims  # exactly these dims, whatever the first variant's fit would make of them
         cfg, gen = {**problem.fit(dict(dims), problem.variants[0]), **dims}, generator(seed, problem.id, "backstop")
-        call = base_call(problem, cfg, problem.variants[0], gen, make_mask(problem, "query", cfg, gen), dtype="float32")
+        kind = "batch" if backstop.rows else "query"  # sampled rows: one set of keys per batch row, not per query
+        call = base_call(problem, cfg, problem.variants[0], gen, make_mask(problem, kind, cfg, gen), dtype="float32")
         # measured alone, in a window the grader opens and reads from outside the worker (run/cgroup.py); no dispatch
         # mode (the small memory calls name the operation and shape), only the worker's own resident count as fallback
         call = dict(with_args(problem, call, backstop.args), hooks={"measure": "resident"}, window=True)
         meta = {"allowed": backstop.allowed(cfg, call["args"]), "resident_kb": backstop.resident_kb,
                 "held_kb": backstop.held_kb}
-        cases.append(Case("memory/backstop", "memory", problem.variants[0], cfg, call, lens=form(problem, "query"), meta=meta))
+        if backstop.rows:
+            picked = torch.randperm(cfg["Tq"], generator=generator(seed, problem.id, "backstop", "rows"))
+            meta["rows"] = sorted(picked[:backstop.rows].tolist())
+        cases.append(Case("memory/backstop", "memory", problem.variants[0], cfg, call, lens=form(problem, kind),
+                          meta=meta, reference="rows" not in meta))
     return cases
+
+
+def axis(shape: str, dim: str = "Tq") -> int | None:
+    """The axis, counted from the end, that a declared shape ("(..., Tq, d)", "(..., Tq), -inf on ...") names `dim`."""
+    found = re.match(r"\(([^)]*)\)", shape)
+    names = [n.strip() for n in found.group(1).split(",")] if found else []
+    return names.index(dim) - len(names) if dim in names else None
+
+
+def pick_rows(shapes, values: list, rows: list) -> list:
+    """Those query rows of each tensor whose declared shape has a Tq axis (the others as they are)."""
+    index = torch.tensor(rows)
+    return [v.index_select(a, index.to(v.device)) if (a := axis(s)) is not None and isinstance(v, torch.Tensor) else v
+            for s, v in zip(shapes, values)]
+
+
+def _rows_reference(problem, cases, target, refs) -> None:
+    """The reference's values on the sampled rows of a backstop call that compares only those (Backstop.rows)."""
+    for k, c in cases.items():
+        if "rows" in c.meta:
+            sub = dict(c.call, args=pick_rows([a.doc for a in problem.args], c.call["args"], c.meta["rows"]))
+            refs[k] = execute(for_reference(expected_call(sub)), target)
 
 
 def check_memory(ctx):
@@ -99,7 +138,7 @@ def check_memory(ctx):
         res = ctx.result(case)
         if "held_kb" in case.meta:  # the backstop: no dispatch mode runs there
             _outside(ctx, case, res, words)
-            compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(case.call["dtype"]))
+            compare_all(ctx, case, _backstop_outputs(ctx, case), ctx.expected(case), tolerance(case.call["dtype"]))
             continue
         peak, allowed = res.extra["peak"], case.meta["allowed"]
         if not peak["ops"]:
@@ -109,6 +148,17 @@ def check_memory(ctx):
             ctx.fail(case, f"the forward allocated a tensor of {peak['elements']} elements ({peak['op']}); "
                      f"allowed at most {allowed} = {words.bound}. {words.advice}")
         compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(case.call["dtype"]))
+
+
+def _backstop_outputs(ctx, case) -> list:
+    """What the backstop returned (its shapes checked), the sampled rows only where it compares those."""
+    if "rows" not in case.meta:
+        return ctx.outputs(case)
+    got = ctx.raw_outputs(case)
+    for name, g, shape in zip(ctx.problem.outputs, got, output_shapes(ctx.problem, case.cfg)):
+        if tuple(g.shape) != shape:
+            ctx.fail(case, f"{name} has shape {tuple(g.shape)}, expected {shape}")
+    return pick_rows([o.doc for o in ctx.problem.returns], got, case.meta["rows"])
 
 
 def _outside(ctx, case, res, words) -> None:
@@ -137,5 +187,5 @@ def _outside(ctx, case, res, words) -> None:
 
 
 register(Check("memory", "largest allocation within the problem's bound", {"memory": group_memory}, check_memory,
-               options=MemoryOptions, enforces="a memory bound",
+               options=MemoryOptions, enforces="a memory bound", expected=_rows_reference,
                needs=lambda p: None if "memory" in (p.options or {}) else "options['memory'] (calls and their words)", concepts=(("memory", None),)))
