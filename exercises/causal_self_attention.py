@@ -56,6 +56,6 @@ class CausalSelfAttention(nn.Module):
             T: encoder steps, or positions (rows) of x
             Hkv: number of key/value heads (Hq % Hkv == 0)
             P: cached positions
-            S: cached and new positions (P + T)
+            S: key positions: cached and new (P + T), or the encoder memory's
         """
         raise NotImplementedError("CausalSelfAttention.forward: not started")

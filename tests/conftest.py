@@ -21,6 +21,7 @@ HOME = os.environ["ATTNKIT_HOME"] = tempfile.mkdtemp(prefix="attnkit-test-home-"
 
 from attnkit import ROOT  # noqa: E402
 from attnkit.grading import grade  # noqa: E402
+from attnkit.judge.expected import References  # noqa: E402
 from attnkit.run.jail import unusable  # noqa: E402
 
 
@@ -73,6 +74,16 @@ needs_bwrap = _bwrap_mark()
 SANDBOXES = [pytest.param(False, id="process"), pytest.param(True, id="bwrap", marks=needs_bwrap)]
 
 SOLUTIONS = ROOT / "solutions"
+
+STORE = References()
+"""Expected values and the catalogued mistakes' answers, per problem and seed: the same whatever submission is graded.
+The modules whose tests are about submissions, not about computing these, grade with this one store
+(`grade_shared`), so that each problem's values are computed once per session (judge/expected.py)."""
+
+
+def grade_shared(impl, problem_ids=None, **kwargs):
+    """grade() with the session's store of expected values."""
+    return grade(impl, problem_ids, references=STORE, **kwargs)
 
 
 def make_impl(directory: Path, files: dict[str, str] | None = None, base: Path | None = SOLUTIONS) -> Path:

@@ -5,8 +5,7 @@ import time
 
 import pytest
 
-from conftest import SOLUTIONS, make_impl, snapshot
-from attnkit.grading import grade
+from conftest import SOLUTIONS, make_impl, snapshot, grade_shared
 
 FORWARD = "def forward(self, queries, keys, values, valid_lens=None):"
 
@@ -23,7 +22,7 @@ def graded(tmp_path, files, remove=(), timeout=30.0):
         (impl / name).unlink()
     before = snapshot(impl)
     start = time.monotonic()
-    report = grade(impl, timeout=timeout)
+    report = grade_shared(impl, timeout=timeout)
     elapsed = time.monotonic() - start
     assert snapshot(impl) == before, "grading wrote into the graded directory"
     others = {p.id: p.status for p in report.problems if p.id != "additive_attention"}

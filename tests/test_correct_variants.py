@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_impl
-from attnkit.grading import grade
+from conftest import make_impl, grade_shared
 from attnkit.problems import all_problems
 
 STYLES = sorted(p for p in (Path(__file__).parent / "impls").iterdir() if p.is_dir())
@@ -27,7 +26,7 @@ def test_correct_style_gets_full_marks(tmp_path, style):
     files = {f.name: f.read_text() for f in style.glob("*.py")}
     # the style's own problems and what imports them: the others are the reference's files, unchanged
     mine = {f.stem for f in style.glob("*.py")}
-    report = grade(make_impl(tmp_path, files), [p.id for p in all_problems() if p.id in mine or set(p.requires) & mine])
+    report = grade_shared(make_impl(tmp_path, files), [p.id for p in all_problems() if p.id in mine or set(p.requires) & mine])
     assert report.grader_errors == 0
     for p in report.problems:
         assert p.status == "passed", [(c.id, c.message) for c in p.checks if c.status not in ("passed", "skipped")]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import SOLUTIONS, make_impl
-from attnkit.grading import _name_mistakes, _run_check, grade
+from conftest import SOLUTIONS, make_impl, grade_shared
+from attnkit.grading import _name_mistakes, _run_check
 from attnkit.judge.checks import CHECKS
 from attnkit.judge.context import Context
 from attnkit.judge.expected import expected
@@ -101,7 +101,7 @@ def rounds(tmp_path_factory):
             files = {f"{pid}.py": odd_source(pid, KINDS[kind], r % len(get(pid).outputs), path == "grader")
                      for pid, (kind, path) in zip(PROBLEMS, ROUNDS[r])}
             impl = make_impl(tmp_path_factory.mktemp(f"round{r}"), files)
-            done[r] = grade(impl, PROBLEMS[:len(ROUNDS[r])], sandbox=False)
+            done[r] = grade_shared(impl, PROBLEMS[:len(ROUNDS[r])], sandbox=False)
         return done[r]
 
     return report
@@ -141,7 +141,7 @@ def test_a_forged_grader_fault_fails_the_checks_instead_of_leaving_them_out(tmp_
     judge it, instead of leaving its points out of the maximum."""
     pid = "scaled_dot_product_attention"
     impl = make_impl(tmp_path, {f"{pid}.py": (SOLUTIONS / f"{pid}.py").read_text() + FORGED})
-    report = grade(impl, [pid], sandbox=False)
+    report = grade_shared(impl, [pid], sandbox=False)
     result = report.problem(pid)
     assert report.grader_errors == 0 and result.max_score == full_maximum(pid, report)
     assert result.score < result.max_score

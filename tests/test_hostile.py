@@ -8,9 +8,8 @@ import time
 
 import pytest
 
-from conftest import SANDBOXES, SOLUTIONS, make_impl, snapshot
+from conftest import SANDBOXES, SOLUTIONS, make_impl, snapshot, grade_shared
 from attnkit import ROOT
-from attnkit.grading import grade
 from attnkit.problems import all_problems
 from attnkit.run.sandbox import Limits
 
@@ -65,7 +64,7 @@ def test_hostile_submission(tmp_path, attack, sandbox, spare_sandboxes):
     impl = make_impl(tmp_path / "impl", {"additive_attention.py": code})
     before = {str(d): snapshot(d) for d in GUARDED + [impl]}
     # the attacked problem, its prerequisite and one more: the others are graded normally beside it
-    report = grade(impl, ["masked_softmax", "additive_attention", "luong_attention"], timeout=6,
+    report = grade_shared(impl, ["masked_softmax", "additive_attention", "luong_attention"], timeout=6,
                    limits=Limits(memory_mb=2048, output_kb=256), sandbox=sandbox)
     after = {str(d): snapshot(d) for d in GUARDED + [impl]}
     attacked = report.problem("additive_attention")
@@ -95,7 +94,7 @@ def test_tampering_with_torch_changes_no_other_verdict(tmp_path):
         if "masked_softmax" in p.requires:
             files[f"{p.id}.py"] = (SOLUTIONS / f"{p.id}.py").read_text().replace("from .masked_softmax import",
                                                                                "from ._softmax_ok import")
-    report = grade(make_impl(tmp_path, files))
+    report = grade_shared(make_impl(tmp_path, files))
     assert report.problem("masked_softmax").score == 0
     assert all(p.status == "passed" for p in report.problems if p.id != "masked_softmax")
 
@@ -106,6 +105,6 @@ def test_lying_tensor_subclass_is_rejected(tmp_path):
         "def masked_softmax(scores, valid_lens=None):\n"
         "    return torch.zeros_like(scores).as_subclass(Liar)\n"
     )
-    report = grade(make_impl(tmp_path, {"masked_softmax.py": liar}), ["masked_softmax"])
+    report = grade_shared(make_impl(tmp_path, {"masked_softmax.py": liar}), ["masked_softmax"])
     p = report.problems[0]
     assert p.score == 0 and "Liar where a torch.Tensor was expected" in "\n".join(c.message for c in p.checks)

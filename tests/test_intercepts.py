@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import SOLUTIONS, make_impl
-from attnkit.grading import grade
+from conftest import SOLUTIONS, make_impl, grade_shared
 from attnkit.run.intercept import Banned, BannedCall, Peak
 from attnkit.problems import get
 
@@ -26,7 +25,7 @@ def test_banned_calls_fail_the_problem_naming_the_call(tmp_path, pid, call, name
     source = (SOLUTIONS / f"{pid}.py").read_text()
     old = "return weights @ values, weights" if pid == SDPA else "context = self.dropout(weights) @ v"
     new = f"return {call}, weights" if pid == SDPA else f"context = self.dropout(weights) @ v\n        _ = {call}"
-    report = grade(make_impl(tmp_path, {f"{pid}.py": source.replace(old, new)}), [pid])
+    report = grade_shared(make_impl(tmp_path, {f"{pid}.py": source.replace(old, new)}), [pid])
     result = report.problems[0]
     assert result.status == "failed"
     failing = [c for c in result.checks if c.status == "failed"]
@@ -50,7 +49,7 @@ def test_a_module_built_on_nn_multiheadattention_is_caught(tmp_path):
         "            inner.in_proj_weight.copy_(torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight]))\n"
         "        return inner(queries, keys, values, average_attn_weights=False)\n"
     )
-    result = grade(make_impl(tmp_path, {f"{MHA}.py": source}), [MHA]).problems[0]
+    result = grade_shared(make_impl(tmp_path, {f"{MHA}.py": source}), [MHA]).problems[0]
     messages = [c.message for c in result.checks if c.status == "failed" and c.id != "parameters"]
     assert messages and all("multi_head_attention_forward" in m for m in messages)
 
@@ -90,7 +89,7 @@ def test_memory_bound_is_measured_on_the_learners_forward(tmp_path):
         "    return weights @ values, weights\n"
     )
     pid = "chunked_additive_attention"
-    result = grade(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
+    result = grade_shared(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
     checks = {c.id: c for c in result.checks}
     assert checks["memory"].status == "failed" and checks["parity_float64"].status == "passed"
     assert "the forward allocated a tensor of" in checks["memory"].message and "allowed at most" in checks["memory"].message
@@ -100,7 +99,7 @@ def test_torch_imported_through_a_sibling_module_is_found(tmp_path):
     pid = "numpy_additive_attention"
     source = (SOLUTIONS / f"{pid}.py").read_text().replace("import numpy as np", "import numpy as np\n\nfrom . import helper")
     impl = make_impl(tmp_path, {f"{pid}.py": source, "helper.py": "import torch.nn  # noqa: F401\n"})
-    result = grade(impl, [pid]).problems[0]
+    result = grade_shared(impl, [pid]).problems[0]
     check = next(c for c in result.checks if c.id == "no_torch")
     assert check.status == "failed" and "in a fresh Python imports torch" in check.message and check.mistake == "imports_torch"
     assert all(c.status == "passed" for c in result.checks if c.id != "no_torch")  # numbers right: only that fails
@@ -117,7 +116,7 @@ def test_no_path_reaches_a_banned_operator(tmp_path, call, guard):
     """OpOverload, its packet, the C binding; with the torch-function or dispatch modes switched off."""
     body = f"return {call}, weights" if not guard else f"with {guard}:\n        out = {call}\n    return out, weights"
     source = (SOLUTIONS / f"{SDPA}.py").read_text().replace("return weights @ values, weights", body)
-    result = grade(make_impl(tmp_path, {f"{SDPA}.py": source}), [SDPA]).problems[0]
+    result = grade_shared(make_impl(tmp_path, {f"{SDPA}.py": source}), [SDPA]).problems[0]
     failing = [c for c in result.checks if c.status == "failed" and c.id != "capabilities"]
     assert result.status == "failed" and failing
     assert all("BannedCall" in c.message and "scaled_dot_product_attention" in c.message for c in failing), \
@@ -137,7 +136,7 @@ def test_a_banned_call_in_the_call_measured_from_outside_is_refused(tmp_path):
         "        out = torch.nn.functional.scaled_dot_product_attention(queries, keys, values)\n"
         "        return out, torch.logsumexp(queries @ keys.transpose(-2, -1) * d ** -0.5, -1)\n", 1)
     assert "Tq >= 4096" in source
-    result = grade(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
+    result = grade_shared(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
     checks = {c.id: c for c in result.checks}
     assert checks["memory"].status == "failed" and "BannedCall" in checks["memory"].message, checks["memory"].message
     assert checks["parity_float64"].status == "passed"
@@ -154,7 +153,7 @@ def test_the_backstop_compares_rows_the_code_cannot_know(tmp_path):
         "        out[..., 3::7, :] = 0\n"
         "    return out, torch.cat(lses, dim=-1).to(queries.dtype)", 1)
     assert "3::7" in source
-    result = grade(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
+    result = grade_shared(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
     checks = {c.id: c for c in result.checks}
     assert checks["memory"].status == "failed" and "output" in checks["memory"].message, checks["memory"].message
     assert "Tq=4096" in checks["memory"].message
@@ -168,7 +167,7 @@ def test_nn_multiheadattention_with_modes_switched_off_is_caught(tmp_path):
         "            inner = nn.MultiheadAttention(H * d, H, batch_first=True).to(queries)\n"
         "            inner(queries, keys, values)\n"
         "        context = self.dropout(weights) @ v")
-    result = grade(make_impl(tmp_path, {f"{MHA}.py": source}), [MHA]).problems[0]
+    result = grade_shared(make_impl(tmp_path, {f"{MHA}.py": source}), [MHA]).problems[0]
     messages = [c.message for c in result.checks if c.status == "failed" and c.id not in ("parameters", "capabilities")]
     assert messages and all("BannedCall" in m and "multi_head_attention_forward" in m for m in messages)
     assert next(c for c in result.checks if c.id == "capabilities").status == "failed"
@@ -189,7 +188,7 @@ def test_an_allocation_hidden_from_the_dispatch_mode_is_still_caught(tmp_path):
         "    return weights @ values, weights\n"
     )
     pid = "chunked_additive_attention"
-    result = grade(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
+    result = grade_shared(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
     memory = next(c for c in result.checks if c.id == "memory")
     assert memory.status == "failed" and "memory grew by" in memory.message, memory.message
 
@@ -202,7 +201,7 @@ def test_a_switched_off_measurement_fails_the_memory_check(tmp_path):
         "    from torch.utils._python_dispatch import _disable_current_modes\n"
         "    with _disable_current_modes():\n"
         "        return _inner(*args, **kwargs)\n")
-    result = grade(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
+    result = grade_shared(make_impl(tmp_path, {f"{pid}.py": source}), [pid]).problems[0]
     memory = next(c for c in result.checks if c.id == "memory")
     assert memory.status == "failed" and "saw no operator" in memory.message, memory.message
     capabilities = next(c for c in result.checks if c.id == "capabilities")  # the source read says so too

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import make_impl
-from attnkit.grading import grade
+from conftest import make_impl, grade_shared
 
 FORWARD = '''
 def _forward(q, k, v, is_causal):
@@ -50,7 +49,7 @@ ENTRIES = {  # how the learner reaches autograd -> the name the message must giv
 def test_each_way_into_autograd_fails_the_problem_naming_it(tmp_path, entry):
     imports, body = ENTRIES[entry]
     source = imports + FORWARD + f"\n\ndef attention_backward(queries, keys, values, grad_output, is_causal=False):{body}\n"
-    report = grade(make_impl(tmp_path, {"attention_backward.py": source}), ["attention_backward"])
+    report = grade_shared(make_impl(tmp_path, {"attention_backward.py": source}), ["attention_backward"])
     result = report.problems[0]
     assert report.grader_errors == 0
     assert result.score == 0, [(c.id, c.status) for c in result.checks]
@@ -63,7 +62,7 @@ def test_a_flat_return_where_a_cache_tuple_is_expected_is_named(tmp_path):
     source = (make_impl(tmp_path / "ref") / "causal_self_attention.py").read_text()
     flat = source.replace("reshape(B, T, E)), (k, v)", "reshape(B, T, E)), k, v")
     assert flat != source
-    report = grade(make_impl(tmp_path / "impl", {"causal_self_attention.py": flat}), ["causal_self_attention"])
+    report = grade_shared(make_impl(tmp_path / "impl", {"causal_self_attention.py": flat}), ["causal_self_attention"])
     result = report.problems[0]
     assert result.status == "failed" and report.grader_errors == 0
     message = next(c.message for c in result.checks if c.id == "shapes")

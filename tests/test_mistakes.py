@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SOLUTIONS, make_impl
+from conftest import SOLUTIONS, grade_shared, make_impl
 from attnkit.grading import grade
 from attnkit.diagnose.mistakes import wrong_source
 from attnkit.problems import all_problems, get
@@ -15,7 +15,9 @@ CASES = [(p, m) for p in all_problems() for m in p.mistakes]
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """(problem, mistake) -> the report of that mistake, graded once for every test here: the problem and those that
-    import it, which get a correct private copy of it (only the problem under test carries the mistake)."""
+    import it, which get a correct private copy of it (only the problem under test carries the mistake). The expected
+    values and the catalogued mistakes' answers on the same seeded calls depend on the problem alone: the session's
+    store serves every submission graded here (conftest.grade_shared)."""
     reports = {}
 
     def report(problem, mistake):
@@ -28,7 +30,7 @@ def graded(tmp_path_factory):
                     files[f"{other.id}.py"] = source.replace(f"from .{problem.id} import", f"from ._{problem.id}_ok import")
             affected = [p.id for p in all_problems() if p.id == problem.id or problem.id in p.requires]
             impl = make_impl(tmp_path_factory.mktemp(f"{problem.id}-{mistake.id}"), files)
-            reports[problem.id, mistake.id] = grade(impl, affected)
+            reports[problem.id, mistake.id] = grade_shared(impl, affected)
         return reports[problem.id, mistake.id]
 
     return report

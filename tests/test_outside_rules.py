@@ -7,8 +7,7 @@ import os
 
 import pytest
 
-from conftest import SANDBOXES, make_impl
-from attnkit.grading import grade
+from conftest import SANDBOXES, make_impl, grade_shared
 from attnkit.run import cgroup
 
 
@@ -107,7 +106,7 @@ def chunked_additive_attention(queries, keys, values, W_q, W_k, w_v, valid_lens=
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_memory_attack_fails_memory(tmp_path, attack, sandbox):
     problem, source = ATTACKS[attack]
-    report = grade(make_impl(tmp_path, {f"{problem}.py": source}), [problem], sandbox=sandbox)
+    report = grade_shared(make_impl(tmp_path, {f"{problem}.py": source}), [problem], sandbox=sandbox)
     assert report.memory == "cgroup"
     checks = {c.id: c for c in report.problem(problem).checks}
     memory = checks["memory"]
@@ -120,7 +119,7 @@ def test_memory_attack_fails_memory(tmp_path, attack, sandbox):
 def test_outside_measurement_is_what_failed(tmp_path):
     """The modes-off attack passes every in-process measurement: only the grader's cgroup reading fails it."""
     problem, source = ATTACKS["gqa_repeat_modes_off"]
-    report = grade(make_impl(tmp_path, {f"{problem}.py": source}), [problem], sandbox=False)
+    report = grade_shared(make_impl(tmp_path, {f"{problem}.py": source}), [problem], sandbox=False)
     message = report.problem(problem).checks[[c.id for c in report.problem(problem).checks].index("memory")].message
     assert "the kernel's count, read by the grader outside your process" in message
     assert "allocated a tensor of" not in message
@@ -130,7 +129,7 @@ def test_without_cgroups_the_report_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNKIT_CGROUPS", "off")
     cgroup._layout.cache_clear()
     try:
-        report = grade(make_impl(tmp_path), ["grouped_query_attention"], sandbox=False)
+        report = grade_shared(make_impl(tmp_path), ["grouped_query_attention"], sandbox=False)
     finally:
         monkeypatch.delenv("ATTNKIT_CGROUPS")
         cgroup._layout.cache_clear()
@@ -140,7 +139,7 @@ def test_without_cgroups_the_report_says_so(tmp_path, monkeypatch):
 
 @needs_cgroups
 def test_groups_are_removed(tmp_path):
-    grade(make_impl(tmp_path), ["flash_attention"], sandbox=False)
+    grade_shared(make_impl(tmp_path), ["flash_attention"], sandbox=False)
     layout = cgroup._layout()
     assert os.listdir(layout.root) == [] or all(not os.path.isdir(f"{layout.root}/{d}") for d in os.listdir(layout.root))
 
@@ -174,7 +173,7 @@ AUTOGRAD_ATTACKS = {
 
 @pytest.mark.parametrize("attack", sorted(AUTOGRAD_ATTACKS))
 def test_autograd_cannot_be_restored(tmp_path, attack):
-    report = grade(make_impl(tmp_path, {"attention_backward.py": AUTOGRAD_ATTACKS[attack]}), ["attention_backward"],
+    report = grade_shared(make_impl(tmp_path, {"attention_backward.py": AUTOGRAD_ATTACKS[attack]}), ["attention_backward"],
                    sandbox=False)
     result = report.problem("attention_backward")
     assert result.score == 0, [(c.id, c.status) for c in result.checks]
@@ -202,7 +201,7 @@ def flash_attention(queries, keys, values, is_causal=False, block_q=64, block_k=
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_flex_attention_unreachable_with_modes_off(tmp_path, sandbox):
-    report = grade(make_impl(tmp_path, {"flash_attention.py": FLEX}), ["flash_attention"], sandbox=sandbox)
+    report = grade_shared(make_impl(tmp_path, {"flash_attention.py": FLEX}), ["flash_attention"], sandbox=sandbox)
     result = report.problem("flash_attention")
     assert result.score <= 3, [(c.id, c.status, c.score) for c in result.checks]
     raised = [c for c in result.checks if c.status == "failed" and "flex_attention" in c.message]
@@ -236,7 +235,7 @@ def scaled_dot_product_attention(queries, keys, values, mask=None):
     ("scaled_dot_product_attention", SDPA_MODES_OFF, "_scaled_dot_product_attention_math"),
 ], ids=["forward_mode", "sdpa_aten"])
 def test_banned_kernels_hold_with_modes_off(tmp_path, problem, source, named):
-    report = grade(make_impl(tmp_path, {f"{problem}.py": source}), [problem], sandbox=False)
+    report = grade_shared(make_impl(tmp_path, {f"{problem}.py": source}), [problem], sandbox=False)
     result = report.problem(problem)
     raised = [c for c in result.checks if c.status == "failed" and named in c.message]
     assert raised, [c.message[:300] for c in result.checks if c.status == "failed"]
@@ -253,7 +252,7 @@ def test_a_lost_outside_reading_fails_closed(tmp_path, monkeypatch):
         return cgroup.Window(0, None)
 
     monkeypatch.setattr(cgroup.Memory, "close_window", lost)
-    report = grade(make_impl(tmp_path), ["flash_attention"], sandbox=False)
+    report = grade_shared(make_impl(tmp_path), ["flash_attention"], sandbox=False)
     memory = next(c for c in report.problem("flash_attention").checks if c.id == "memory")
     assert memory.status == "failed" and memory.max_score > 0, memory
     assert "could not measure the memory of this call" in memory.message

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_impl
-from attnkit.grading import grade
+from conftest import make_impl, grade_shared
 from attnkit.problems import all_problems
 
 HERE = Path(__file__).parent / "unseen"
@@ -27,7 +26,7 @@ FRESH = [p for p in UNSEEN if p.stem.count("__") == 1]
 
 def _graded(tmp_path, path):
     pid = path.stem.split("__")[0]
-    report = grade(make_impl(tmp_path, {f"{pid}.py": path.read_text()}), [pid])
+    report = grade_shared(make_impl(tmp_path, {f"{pid}.py": path.read_text()}), [pid])
     assert report.grader_errors == 0, [c.message for c in report.problem(pid).checks if c.status == "error"]
     return report.problem(pid)
 
@@ -82,5 +81,5 @@ def test_the_unseen_sets_cover_the_problems_and_the_llm_track():
     wrong = [p for p in FRESH if "BUG: none" not in p.read_text()]
     assert len(wrong) >= 60 and set(EXPECTED) == {p.stem for p in wrong}
     llm = {"rope", "grouped_query_attention", "flash_attention", "attention_backward", "causal_self_attention"}
-    assert sum(pid in llm for pid in fresh) * 2 >= len(fresh)
+    assert sum(pid in llm for pid in fresh) >= 50  # issue 23's sets: half of theirs from the LLM track
     assert set(fresh) == {p.id for p in all_problems()}

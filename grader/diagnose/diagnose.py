@@ -108,6 +108,8 @@ def same(case, a: Answer | None, b: Answer | None) -> bool | None:
 
 def _close(x, y, tol) -> bool:
     x, y = x.to(torch.float64), y.to(torch.float64)
+    if bool(torch.isfinite(x).all()) and bool(torch.isfinite(y).all()):  # the usual case, at a third of the cost
+        return usage(x, y, tol) <= 1.0
     finite = torch.isfinite(x) & torch.isfinite(y)
     if not torch.equal(torch.isfinite(x), torch.isfinite(y)) or not torch.equal(torch.isnan(x), torch.isnan(y)):
         return False
@@ -283,14 +285,10 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
         if not case.must_raise and not got.ok and got.error is not None and same(case, got, variant) is not True:
             continue  # the learner's code crashed on a call the contract allows (and the variant does not crash the
             # same way): a finding of its own, in the check's message, which says nothing of the values elsewhere
+        wrong = _wrong(ctx, case, got)
         if case.must_raise:
-            wrong = _ctor_error_result(got) != "ValueError"
             agree = _ctor_error_result(got) == _ctor_error_result(variant)
         else:
-            expected = ctx.ref.get(case.key)
-            dtypes = _dtypes(got)
-            wrong = expected is None or not same(case, got, expected) or (
-                dtypes is not None and dtypes != [case.call.get("dtype", "float64")] * len(dtypes))
             agree = same(case, got, variant)
             agree = agree and _dtypes(got) == _dtypes(variant) if agree is not None else None
         if wrong and not agree:  # close values explain nothing where the side effects differ
@@ -304,6 +302,21 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
     if broken > evidence:  # the variant gets more of the learner's right calls wrong than it explains wrong ones:
         return None  # another mistake, which happens to fall on the same calls
     return (exact, evidence) if evidence else None
+
+
+def _wrong(ctx, case, got) -> bool:
+    """Is the learner's result of this call wrong (a must-raise call accepted, or values, side effects or dtypes off
+    the reference's)? The same for every variant tried: computed once per judging run (ctx.scratch)."""
+    key = ("wrong", case.key)
+    if key not in ctx.scratch:
+        if case.must_raise:
+            wrong = _ctor_error_result(got) != "ValueError"
+        else:
+            expected, dtypes = ctx.ref.get(case.key), _dtypes(got)
+            wrong = expected is None or not same(case, got, expected) or (
+                dtypes is not None and dtypes != [case.call.get("dtype", "float64")] * len(dtypes))
+        ctx.scratch[key] = wrong
+    return ctx.scratch[key]
 
 
 CLOSE = 0.01

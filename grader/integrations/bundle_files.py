@@ -41,7 +41,8 @@ def outcome(case):
     try:
         target = getattr(importlib.import_module(f"{package}.{{case['module']}}"), case["symbol"])
         found = fixed_example_problems(target, case["ctor"], case["inputs"], case["outputs"], case["mask"],
-                                       case["trailing"], case["numpy"], case["weights_at"], case["row_sums"])
+                                       case["trailing"], case["numpy"], case["weights_at"], case["row_sums"],
+                                       case.get("keep"))
     except NotImplementedError as exc:
         return f"not started: it raises NotImplementedError({{str(exc)[:80]!r}})"
     except SyntaxError as exc:

@@ -33,8 +33,19 @@ def cases(problem) -> list[dict]:
             "row_sums": any(checks[c].rows_sum_to_one for c in problem.points),  # as the hidden checks (not local-p)
             "outputs": output_shapes(problem, cfg),
             "mask": mask, "trailing": list(problem.trailing(cfg)), "numpy": returns_arrays(problem),
+            "keep": _keep(problem, cfg, mask),
         })
     return out
+
+
+def _keep(problem, cfg, mask):
+    """The allowed keys laid out against the weights, where the mask rule lays a mask out in a way the mask's own
+    shape does not say (a (B, Tk) key padding mask): nested lists, else None (the public check derives them)."""
+    if mask is None or problem.weights_index is None or isinstance(mask, (bool, int, float)) \
+            or not getattr(rule(problem), "laid_out", False):
+        return None
+    shape = output_shapes(problem, cfg)[problem.weights_index]
+    return rule(problem).allowed(problem, cfg, torch.tensor(mask)).expand(shape).tolist()
 
 
 def _shape(t):
@@ -53,7 +64,8 @@ def quick_checks(problem, target) -> list[tuple[str, str | None]]:
         what = f"shapes and weight sums on the fixed example ({case['id']})"
         try:
             found = fixed_example_problems(target, case["ctor"], case["inputs"], case["outputs"], case["mask"],
-                                           case["trailing"], case["numpy"], case["weights_at"], case["row_sums"])
+                                           case["trailing"], case["numpy"], case["weights_at"], case["row_sums"],
+                                           case.get("keep"))
         except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
             found = [f"{type(exc).__name__}: {exc}"]
         results.append((what, "; ".join(found) or None))

@@ -138,6 +138,7 @@ class Context:
         self.seed = seed
         self.failing_deps = failing_deps  # imported problems that fail their own checks: their mistakes may explain ours
         self.memo = {} if memo is None else memo  # what diagnosis may reuse across runs (judge/expected.References)
+        self.scratch: dict = {}  # what this judging run computes once for several of its users (diagnose/)
 
     def of(self, group: str):
         return [c for c in self.cases.values() if c.group == group]

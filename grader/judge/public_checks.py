@@ -38,10 +38,11 @@ def _flat(out):
 
 
 def fixed_example_problems(target, ctor, input_shapes, output_shapes, mask, trailing=(), numpy=False, weights_at=-1,
-                           row_sums=True):
+                           row_sums=True, keep=None):
     """Call target on the fixed example; the list of what is wrong with the shapes and (where the outputs
     hold weights, at `weights_at`; None: they do not) the weights: 0 on masked keys, and each row with an allowed key
-    summing to 1 where `row_sums` (False: a problem whose rows need not, as local attention's window and Gaussian)."""
+    summing to 1 where `row_sums` (False: a problem whose rows need not, as local attention's window and Gaussian).
+    `keep`: the allowed keys laid out against the weights (nested lists), where the mask alone does not say how."""
     out = call_fixed(target, ctor, input_shapes, mask, trailing, numpy)
     got = [tuple(o.shape) for o in out]
     if got != [tuple(s) for s in output_shapes]:
@@ -49,10 +50,13 @@ def fixed_example_problems(target, ctor, input_shapes, output_shapes, mask, trai
     if weights_at is None:
         return [] if all(torch.isfinite(o).all() for o in out if o.is_floating_point()) else ["an output has NaN or inf"]
     weights = out[weights_at]
-    keep = torch.ones(weights.shape, dtype=torch.bool)
-    if mask is not None and not isinstance(mask, (bool, int, float)):
+    if keep is not None:
+        keep = torch.tensor(keep, dtype=torch.bool)
+    elif mask is not None and not isinstance(mask, (bool, int, float)):
         m = torch.tensor(mask)
         keep = m if m.dtype == torch.bool else torch.arange(weights.shape[-1]) < m.view(-1, *[1] * (weights.dim() - 1))
+    else:
+        keep = torch.ones(weights.shape, dtype=torch.bool)
     keep = keep.expand_as(weights)
     problems = []
     if (weights.masked_select(~keep) != 0).any():

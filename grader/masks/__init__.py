@@ -34,6 +34,7 @@ class MaskRule:
     lengths: bool = False  # can express key-padding lengths (from_lengths)
     spelled_out: str = ""  # what the masking check compares: a form that broadcasts over queries, and spelled out
     omit_default: bool = False  # a last masking argument equal to its default is left out of half the calls
+    laid_out: bool = False  # the argument is laid out against the scores by `allowed`, not broadcast from the right
 
     def forms(self, problem, cfg: dict | None = None) -> tuple[str, ...]:
         """The forms a call of `cfg` can take."""

@@ -3,7 +3,8 @@
 TRACKS = (
     ("warm-up", "NumPy first, then the masked softmax every module reuses"),
     ("scoring", "additive (Bahdanau), then Luong's four scoring functions"),
-    ("seq2seq", "attention between two sequences as Luong's seq2seq models use it: local attention"),
+    ("seq2seq", "attention between two sequences, as seq2seq models use it: local attention, an attentional decoder "
+                "with input feeding, cross-attention with a memory cache"),
     ("masking", "boolean masks over any leading dims: scaled dot-product attention"),
     ("multi-head", "several scorers over the same values"),
     ("transformer", "Transformer multi-head attention"),

@@ -3,11 +3,24 @@ split into a prefill and later calls (single tokens among them), each call given
 returned, must give the same outputs and the same final cache; and both must match the reference's."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from ..compare import mismatch, tolerance
 from ..context import compare_all
-from ..registry import Check, register
-from ...draw.groups import case_key, each_case
+from ..registry import Check, options, register
+from ...draw.groups import case_key, each_case, with_args
 from ...draw.scenarios import Case, base_call
+
+
+@dataclass(frozen=True)
+class Chained:
+    """The kv_cache check's options: `fit(cfg, T)` the dims of a call of T new tokens (by default T and the keys
+    S = P + T of a self-attention cache); `rule`, what a call in steps must respect, said where the steps differ."""
+
+    fit: Callable = lambda cfg, T: {**cfg, "T": T, "S": cfg["P"] + T}
+    rule: str = ("A new token at position P + t must see the cache and the new tokens up to itself, rotated at its own "
+                 "position")
 
 SPLITS = ((3, 1, 1, 2), (1,) * 7, (6, 1))
 """How the 7 new tokens are split: a prefill then single tokens, one token at a time, and a long prefill."""
@@ -23,12 +36,15 @@ def group_cache_chain(problem, seed):
     """Config 0 of each variant with T = 7 new tokens (after the variant's cache, if any): one call, then each split."""
     split, carry = problem.arg_index("tensor")[0], problem.arg_index("cache")[0]
     carry_outputs = [i for i, o in enumerate(problem.returns) if o.role == "cache"]
+    fit = options(problem, "kv_cache").fit
     cases = []
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
             continue
-        cfg = {**cfg, "T": 7, "S": cfg["P"] + 7}
+        cfg = fit(cfg, 7)
         call = base_call(problem, cfg, variant, gen("chain"), None)
+        if len(call["args"]) <= carry:  # the cache left to its default: spelled out, as the chain passes it on
+            call = with_args(problem, call, {problem.arg_names[carry]: problem.call_defaults[problem.arg_names[carry]]})
         cases.append(Case(case_key("chain", vi, ci, "whole"), "chain", variant, cfg, call, meta={"sizes": None}))
         for si, sizes in enumerate(SPLITS):
             chain = {"sizes": list(sizes), "split": split, "dim": _axis(problem), "carry": carry,
@@ -52,12 +68,11 @@ def check_kv_cache(ctx):
             bad = mismatch(name, g, e, tol)
             if bad:
                 ctx.fail(case, f"the same 7 tokens in calls of {steps} tokens (each call given the cache the previous "
-                         f"one returned) differ from one call on all 7: {bad}\nA new token at position P + t must see "
-                         "the cache and the new tokens up to itself, rotated at its own position")
+                         f"one returned) differ from one call on all 7: {bad}\n{options(ctx.problem, 'kv_cache').rule}")
         compare_all(ctx, case, got, ctx.expected(case), tol)
 
 
 register(Check("kv_cache", "decoding in steps = one call (outputs and final cache)", {"chain": group_cache_chain},
-               check_kv_cache,
+               check_kv_cache, options=Chained,
                needs=lambda p: None if p.arg_index("tensor") and p.arg_index("cache") and p.out_index("cache") is not None
                else "an argument with role 'tensor', one with role 'cache' and outputs with role 'cache'", concepts=(("caching", None),)))

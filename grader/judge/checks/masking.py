@@ -32,7 +32,8 @@ def group_masking(problem, seed):
         lens = make_lens("batch", cfg, g, low=1)
         per_query = lens[:, None].expand(cfg["B"], cfg["Tq"]).clone()
         arg = rule(problem).from_lengths(problem, cfg, lens)
-        per_query = rule(problem).from_lengths(problem, cfg, per_query, spell_out=True)
+        per_query = rule(problem).from_lengths(problem, cfg, per_query, spell_out=True) if rule(problem).spelled_out \
+            else None
         orig = base_call(problem, cfg, variant, g, arg)
         Tk, at = cfg["Tk"], problem.mask_index
         beyond = torch.arange(Tk)[None, :] >= lens[:, None]  # (B, Tk)
@@ -57,6 +58,8 @@ def group_masking(problem, seed):
             "per_query": dict(orig, args=orig["args"][:at] + [per_query] + orig["args"][at + 1:]),
             "permuted": dict(orig, args=permuted),
         }
+        if not rule(problem).spelled_out:  # one form only (a key padding mask): nothing to spell out
+            del variants["per_query"]
         if not options(problem, "masking").permuted:
             del variants["permuted"]
         for name, call in variants.items():
@@ -71,23 +74,36 @@ def check_masking(ctx):
         groups.setdefault(c.key.rsplit("/", 1)[0], {})[c.key.rsplit("/", 1)[1]] = c
     for parts in groups.values():
         orig = ctx.outputs(parts["orig"])
-        rules = [
-            ("loud", orig, "changing keys/values (or scores) at masked positions changed the result: masked positions leak in"),
-            ("per_query", orig, f"{_per_query_words(ctx.problem)} gave different results"),
-        ]
+        rules = [("loud", orig, "changing keys/values (or scores) at masked positions changed the result: masked "
+                  "positions leak in")]
+        if "per_query" in parts:
+            rules.append(("per_query", orig, f"{_per_query_words(ctx.problem)} gave different results"))
         if "permuted" in parts:  # key order does not matter
             perm = parts["permuted"].meta["perm"]
-            at_w = ctx.problem.weights_index
-            w = orig[at_w]
-            permuted_w = torch.gather(w, -1, spread(perm, w.dim() - 1).expand_as(w))
-            rules.append(("permuted", orig[:at_w] + [permuted_w] + orig[at_w + 1:], "permuting valid key/value pairs "
-                          "together must permute the weights the same way and leave the output unchanged"))
+            moved = [_permuted(out, o, perm) for out, o in zip(ctx.problem.returns, orig)]
+            rules.append(("permuted", moved, "permuting valid key/value pairs together must permute the weights (and "
+                          "any returned keys and values) the same way and leave the output unchanged"))
         for name, expected, why in rules:
             got = ctx.outputs(parts[name])
-            for out_name, g, e in zip(ctx.problem.outputs, got, expected):
-                problem = mismatch(out_name, g, e, tol)
+            for out, g, e in zip(ctx.problem.returns, got, expected):
+                if name == "loud" and out.role == "cache":  # returned keys and values hold the changed ones
+                    continue
+                problem = mismatch(out.name, g, e, tol)
                 if problem:
                     ctx.fail(parts[name], f"{why}\n{problem}")
+
+
+def _permuted(out, value, perm):
+    """What a returned tensor becomes when the valid keys are permuted by `perm` (B, Tk): the weights along their
+    last axis, returned keys and values (a cache, `(B, H, S, d)`) along their key axis S, anything else unchanged."""
+    names = out.dims.split()
+    if out.role == "weights":
+        return torch.gather(value, -1, spread(perm, value.dim() - 1).expand_as(value))
+    if out.role == "cache" and ("S" in names or "Tk" in names):
+        at = names.index("S" if "S" in names else "Tk") - len(names)  # from the end
+        moved = value.movedim(at, -1)
+        return torch.gather(moved, -1, spread(perm, moved.dim() - 1).expand_as(moved)).movedim(-1, at)
+    return value
 
 
 def _per_query_words(problem) -> str:
@@ -97,8 +113,8 @@ def _per_query_words(problem) -> str:
 def _needs(p):
     if not rule(p).lengths or p.weights_index is None:
         return "a masking argument whose rule can express lengths (grader/masks/) and an output with role 'weights'"
-    if not p.arg_index("scores") and not (p.arg_index("key") and p.arg_index("value")):
-        return "arguments with roles 'key' and 'value' (or 'scores')"
+    if not p.arg_index("scores") and not p.arg_index("key"):
+        return "an argument with role 'key' (and 'value', where the values are not the keys themselves), or 'scores'"
     return None
 
 

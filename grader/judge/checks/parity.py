@@ -38,7 +38,8 @@ def check_oracle(ctx):
         rows = valid_mask(ctx.problem, case).any(-1)  # the score matrix's rows with an allowed key
         for out, g, e in zip(ctx.problem.returns, got, oracle):
             name, row_dims = out.name, e.dim() - (out.role != "lse")  # lse has one entry per row, the others a vector
-            keep = rows if out.role != "gradient" else torch.ones((), dtype=torch.bool)  # oracle gradients: every row
+            # oracle gradients, and returned keys and values (a cache, one row per key): every row
+            keep = rows if out.role not in ("gradient", "cache") else torch.ones((), dtype=torch.bool)
             while keep.dim() > row_dims:  # an output row mixes every head: keep it where all heads attend
                 keep = keep.all(1)
             if tuple(g.shape) != tuple(e.shape):

@@ -1,0 +1,122 @@
+"""Check metamorphic: relations between two calls that the contract implies, whatever the reference computes.
+
+A relation zeroes some columns of the module's weights in both calls, changes one argument (or one part of a tuple
+argument, a recurrent state) in the second, and says whether the outputs it names must stay the same (that input
+reaches them only through those columns) or must change (the input is used at all). Both calls are also compared
+with the reference. A spec declares its relations: the order of a concatenation, and what is fed forward, are proven
+this way and not only by agreeing with our own code."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..compare import mismatch, tolerance
+from ..context import compare_all
+from ..registry import Check, options, register
+from ...draw.groups import case_key, each_case, form, with_args
+from ...draw.scenarios import Case, base_call, make_mask, output_shapes
+
+
+@dataclass(frozen=True)
+class Relation:
+    """`change`: an argument's name, or "name[i]" for part i of a tuple argument; `zero(cfg)` -> {parameter name:
+    (first column, end column)} set to 0 in both calls; `same`: the outputs `compared` (all where empty) must be equal
+    (True) or must differ (False); `says`: the contract's rule, said when the relation breaks."""
+
+    id: str
+    change: str
+    says: str
+    zero: Callable = lambda cfg: {}
+    same: bool = True
+    compared: tuple = ()
+
+
+@dataclass(frozen=True)
+class Relations:
+    """The metamorphic check's options: its relations."""
+
+    relations: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "relations", tuple(r if isinstance(r, Relation) else Relation(**r)
+                                                    for r in self.relations))
+
+
+def _part(change: str) -> tuple[str, int | None]:
+    found = re.fullmatch(r"(\w+)\[(\d+)\]", change)
+    return (found.group(1), int(found.group(2))) if found else (change, None)
+
+
+def _state(problem, cfg, gen) -> dict:
+    """A random value for each tuple argument (role 'cache') the call leaves None: the shapes of the outputs it
+    carries forward."""
+    outs = [i for i, o in enumerate(problem.returns) if o.role == "cache"]
+    shapes = output_shapes(problem, cfg)
+    return {problem.arg_names[i]: tuple(torch.randn(*shapes[j], generator=gen, dtype=torch.float64).tanh() for j in outs)
+            for i in problem.arg_index("cache")}
+
+
+def group_metamorphic(problem, seed):
+    """Configs 0 and 3 of the first variant, a key padding draw and a random state: per relation, two calls."""
+    cases = []
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        if vi != 0 or ci not in (0, 3):
+            continue
+        for rel in options(problem, "metamorphic").relations:
+            g = gen("metamorphic", rel.id)
+            call = base_call(problem, cfg, variant, g, make_mask(problem, "batch", cfg, gen("metamorphic", rel.id, "mask")))
+            call = with_args(problem, call, _state(problem, cfg, g))
+            for name, (lo, hi) in rel.zero({**cfg, **variant}).items():
+                call["state"][name][..., lo:hi] = 0
+            arg, part = _part(rel.change)
+            at = problem.arg_names.index(arg)
+            old = call["args"][at]
+            new = list(call["args"])
+            if part is None:
+                new[at] = torch.randn(old.shape, generator=g, dtype=old.dtype)
+            else:
+                new[at] = tuple(torch.randn(t.shape, generator=g, dtype=t.dtype) if i == part else t
+                                for i, t in enumerate(old))
+            key = lambda *rest, ci=ci, rid=rel.id: case_key("metamorphic", vi, ci, rid, *rest)  # noqa: E731
+            lens = form(problem, "batch")
+            cases.append(Case(key("a"), "metamorphic", variant, cfg, call, lens=lens, meta={"relation": rel.id}))
+            cases.append(Case(key("b"), "metamorphic", variant, cfg, dict(call, args=new), lens=lens,
+                              meta={"relation": rel.id, "changed": True}))
+    return cases
+
+
+def check_metamorphic(ctx):
+    """Each relation first (what it proves is the rule the learner can act on), then both calls against the
+    reference."""
+    tol = tolerance("float64")
+    relations = {r.id: r for r in options(ctx.problem, "metamorphic").relations}
+    pairs: dict = {}
+    for case in ctx.of("metamorphic"):
+        pairs.setdefault(case.key.rsplit("/", 1)[0], {})["b" if case.meta.get("changed") else "a"] = case
+    for pair in pairs.values():
+        rel = relations[pair["a"].meta["relation"]]
+        before, after = ctx.outputs(pair["a"]), ctx.outputs(pair["b"])
+        names = rel.compared or ctx.problem.outputs
+        compared = [(n, g, e) for n, g, e in zip(ctx.problem.outputs, after, before) if n in names]
+        if rel.same:
+            bad = next((b for b in (mismatch(n, g, e, tol) for n, g, e in compared) if b), None)
+            if bad:
+                ctx.fail(pair["b"], f"{rel.says}\nthe call before {rel.change} was changed and this one differ: {bad}")
+        elif all(mismatch(n, g, e, tol) is None for n, g, e in compared):
+            ctx.fail(pair["b"], f"{rel.says}\nchanging {rel.change} changed none of {', '.join(names)}")
+    for pair in pairs.values():
+        for case in pair.values():
+            compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tol)
+
+
+def _needs(p):
+    if not (p.options or {}).get("metamorphic", {}).get("relations"):
+        return "options['metamorphic'] (its relations)"
+    return None
+
+
+register(Check("metamorphic", "relations the contract implies (what feeds what, in which order)",
+               {"metamorphic": group_metamorphic}, check_metamorphic, options=Relations, needs=_needs))

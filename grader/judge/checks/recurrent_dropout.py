@@ -1,0 +1,112 @@
+"""Check recurrent_dropout: dropout on a recurrent module's output, where the dropped output is also what is fed to the
+next step. eval() does nothing; train() with p = 0 is exact and with p = 1 gives zeros (and what zeros fed forward
+give); with 0 < p < 1 each output is 0 or its undropped value / (1 - p), the undropped value computed by the spec's
+replay from the learner's own outputs fed forward, so that only the dropped output fed forward passes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..compare import mismatch, tolerance
+from ..context import compare_all
+from ..registry import Check, options, register
+from ...draw.groups import case_key
+from ...draw.scenarios import Case, base_call, generator, make_mask
+
+DIMS = {"B": 2, "Tq": 5, "Tk": 3, "H": 1, "dq": 3, "dk": 4, "dv": 2, "h": 6}
+P = ((0.0, "zero"), (1.0, "one"), (0.3, "some"), (0.6, "more"))
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The recurrent_dropout check's options: `replay(call, outputs)` -> (the undropped outputs, the weights) that a
+    float64 call gives when each step is fed the dropped output `outputs` returned at the step before (the learner's
+    own)."""
+
+    replay: Callable
+
+
+def group_recurrent_dropout(problem, seed):
+    """Each variant: eval() twice with dropout=0.5; train() with dropout 0, 1, 0.3 and 0.6 (seeded), and with the
+    constructor's default."""
+    cases = []
+    for vi, variant in enumerate(problem.variants):
+        cfg = problem.fit(dict(DIMS), variant)
+        gen = lambda *p, vi=vi: generator(seed, problem.id, vi, "recurrent_dropout", *p)  # noqa: E731
+        call = base_call(problem, cfg, variant, gen(), make_mask(problem, "batch", cfg, gen("mask"), low=1))
+        key = lambda *rest, vi=vi: case_key("recurrent_dropout", vi, "d", *rest)  # noqa: E731
+        cases.append(Case(key("eval"), "recurrent_dropout", variant, cfg,
+                          dict(call, ctor=problem.ctor_call(cfg, variant, dropout=0.5), repeat=2), lens="batch"))
+        for p, name in P:
+            train = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=p), train=True, seed=7)
+            cases.append(Case(key("train", name), "recurrent_dropout", variant, cfg, train, lens="batch",
+                              meta={"p": p}, reference=p in (0.0, 1.0)))
+        cases.append(Case(key("train", "default"), "recurrent_dropout", variant, cfg,
+                          dict(call, ctor=problem.ctor_call(cfg, variant), train=True, seed=9), lens="batch",
+                          meta={"default": True}))
+    return cases
+
+
+def check_recurrent_dropout(ctx):
+    tol = tolerance("float64")
+    at = ctx.problem.out_index("values")
+    replay = options(ctx.problem, "recurrent_dropout").replay
+    counts = {"kept": 0, "dropped": 0}
+    for case in ctx.of("recurrent_dropout"):
+        got = ctx.outputs(case)
+        if not case.call["train"]:
+            for name, a, b in zip(ctx.problem.outputs, got, ctx.outputs(case, 1)):
+                if not torch.equal(a, b):
+                    ctx.fail(case, f"two calls in eval() gave different {name}: dropout must do nothing in eval() mode "
+                             "(use nn.Dropout, or F.dropout(..., training=self.training))", symptom="dropout_in_eval")
+            compare_all(ctx, case, got, ctx.expected(case), tol)
+            continue
+        p = case.meta.get("p", 0.0)
+        if case.meta.get("default") or p in (0.0, 1.0):
+            what = ("constructed without `dropout`, train() must give exactly the eval() result (the default is "
+                    "dropout=0.0)" if case.meta.get("default") else f"with dropout={p} in train()")
+            if p == 1.0 and got[at].abs().max() > 0:
+                ctx.fail(case, f"with dropout=1.0 in train() every output must be 0 (each one dropped); got "
+                         f"{got[at].abs().max().item():.6g} at most")
+            for name, g, e in zip(ctx.problem.outputs, got, ctx.expected(case)):
+                bad = mismatch(name, g, e, tol)
+                if bad:
+                    ctx.fail(case, f"{what}: {bad}")
+            continue
+        undropped, weights = replay(case.call, [o.to(torch.float64) for o in got])
+        _judge(ctx, case, got[at].to(torch.float64), undropped, p, counts)
+        w_at = ctx.problem.weights_index
+        bad = None if w_at is None else mismatch("weights", got[w_at], weights, tol)
+        if bad:
+            ctx.fail(case, "in train() the weights must be those the dropped outputs fed forward give (the weights "
+                     f"themselves are not dropped): {bad}")
+    if ctx.of("recurrent_dropout") and (not counts["kept"] or not counts["dropped"]):
+        case = [c for c in ctx.of("recurrent_dropout") if 0 < c.meta.get("p", 0) < 1][-1]
+        ctx.fail(case, f"over {sum(counts.values())} outputs in train() with dropout=0.3 and 0.6, "
+                 f"{'every one was kept' if counts['kept'] else 'every one was dropped'}: dropout must zero each with "
+                 "probability p")
+
+
+def _judge(ctx, case, got, undropped, p, counts) -> None:
+    """Each output is 0 (dropped) or its undropped value / (1 - p) (kept)."""
+    tol = tolerance("float64")
+    kept = undropped / (1 - p)
+    is_kept = (got - kept).abs() <= tol.atol * max(1.0, kept.abs().max().item()) + tol.rtol * kept.abs()
+    is_dropped = got == 0
+    wrong = ~(is_kept | is_dropped)
+    if wrong.any():
+        where = tuple(wrong.nonzero()[0].tolist())
+        ctx.fail(case, f"with dropout={p} in train(), output{list(where)} = {got[where].item():.6g}: each output must be "
+                 f"0 (dropped) or its undropped value / (1 - p) = {kept[where].item():.6g}, the undropped value computed "
+                 "from the outputs you returned at the steps before, fed forward. The dropped output is the one "
+                 "returned and the one fed to the next step; dropout acts on the output only")
+    counts["kept"] += int((is_kept & ~is_dropped).sum())
+    counts["dropped"] += int((is_dropped & (kept != 0)).sum())
+
+
+register(Check("recurrent_dropout", "eval() exact; train(): the dropped output returned and fed forward",
+               {"recurrent_dropout": group_recurrent_dropout}, check_recurrent_dropout, options=Replay,
+               names=("dropout_in_eval",),
+               needs=lambda p: None if (p.options or {}).get("recurrent_dropout") else "options['recurrent_dropout']"))
