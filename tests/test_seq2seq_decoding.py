@@ -137,3 +137,14 @@ def _load(tmp_path, name, source):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, get(DECODER if "decoder" in name or name == "ignored" else CROSS).symbol)
+
+
+def test_a_wrong_state_only_under_dropout_fails(tmp_path):
+    """In train() with 0 < p < 1 the returned state is replayed too: a cell state zeroed there alone fails."""
+    source = _source(DECODER, "        return torch.stack(outputs, dim=1), torch.stack(weights, dim=1), state",
+                     "        if self.training and 0 < self.dropout.p < 1:\n"
+                     "            state = (state[0], state[1] * 0, state[2])\n"
+                     "        return torch.stack(outputs, dim=1), torch.stack(weights, dim=1), state")
+    checks = _checks(tmp_path, DECODER, source)
+    failing = {k for k, c in checks.items() if c.status == "failed"}
+    assert failing == {"recurrent_dropout"} and "the returned state" in checks["recurrent_dropout"].message, failing

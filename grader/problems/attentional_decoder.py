@@ -171,9 +171,10 @@ def _oracle(call):
 
 
 def _replay(call, outputs):
-    """The undropped o_t and the weights when each step is fed the o_{t-1} that came back (dropout included)."""
+    """The undropped o_t, the weights and the final state (h, c, o) when each step is fed the o_{t-1} that came back
+    (dropout included)."""
     got = _unroll(call, fed=outputs[0])
-    return got[0], got[1]
+    return got[0], got[1], got[2:]
 
 
 PROBLEM = Problem(

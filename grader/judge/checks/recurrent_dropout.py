@@ -21,9 +21,9 @@ P = ((0.0, "zero"), (1.0, "one"), (0.3, "some"), (0.6, "more"))
 
 @dataclass(frozen=True)
 class Replay:
-    """The recurrent_dropout check's options: `replay(call, outputs)` -> (the undropped outputs, the weights) that a
-    float64 call gives when each step is fed the dropped output `outputs` returned at the step before (the learner's
-    own)."""
+    """The recurrent_dropout check's options: `replay(call, outputs)` -> (the undropped outputs, the weights, the
+    returned state) that a float64 call gives when each step is fed the dropped output `outputs` returned at the step
+    before (the learner's own)."""
 
     replay: Callable
 
@@ -75,13 +75,19 @@ def check_recurrent_dropout(ctx):
                 if bad:
                     ctx.fail(case, f"{what}: {bad}")
             continue
-        undropped, weights = replay(case.call, [o.to(torch.float64) for o in got])
+        undropped, weights, state = replay(case.call, [o.to(torch.float64) for o in got])
         _judge(ctx, case, got[at].to(torch.float64), undropped, p, counts)
         w_at = ctx.problem.weights_index
         bad = None if w_at is None else mismatch("weights", got[w_at], weights, tol)
         if bad:
             ctx.fail(case, "in train() the weights must be those the dropped outputs fed forward give (the weights "
                      f"themselves are not dropped): {bad}")
+        carried = [i for i, o in enumerate(ctx.problem.returns) if o.role == "cache"]
+        for i, e in zip(carried, state):
+            bad = mismatch(ctx.problem.outputs[i], got[i], e, tol)
+            if bad:
+                ctx.fail(case, "in train() the returned state must be the last step's, its output the dropped one "
+                         f"returned: {bad}")
     if ctx.of("recurrent_dropout") and (not counts["kept"] or not counts["dropped"]):
         case = [c for c in ctx.of("recurrent_dropout") if 0 < c.meta.get("p", 0) < 1][-1]
         ctx.fail(case, f"over {sum(counts.values())} outputs in train() with dropout=0.3 and 0.6, "
