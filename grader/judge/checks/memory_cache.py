@@ -33,12 +33,13 @@ def _with(problem, call: dict, at: dict) -> dict:
 
 
 def group_memory_cache(problem, seed):
-    """Configs 0 and 3 of each variant with a key padding draw: the memory projected (no cache); a random cache with
-    memory=None, and with a memory of other values; the queries in steps against the first step's cache."""
+    """Config 0 (B = 2, prime Tq and S) of each variant with a key padding draw: the memory projected (no cache); a
+    random cache with memory=None, and with a memory of other values; the queries in steps against the first step's
+    cache."""
     x_at, mem_at, cache_at, outs = _roles(problem)
     cases = []
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
-        if ci not in (0, 3):
+        if ci != 0:
             continue
         g = gen("memory_cache")
         call = base_call(problem, cfg, variant, g, make_mask(problem, "batch", cfg, gen("memory_cache", "mask")))

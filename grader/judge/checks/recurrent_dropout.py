@@ -29,10 +29,10 @@ class Replay:
 
 
 def group_recurrent_dropout(problem, seed):
-    """Each variant: eval() twice with dropout=0.5; train() with dropout 0, 1, 0.3 and 0.6 (seeded), and with the
-    constructor's default."""
+    """The first variant (dropout acts on the output whatever the others change): eval() twice with dropout=0.5;
+    train() with dropout 0, 1, 0.3 and 0.6 (seeded), and with the constructor's default."""
     cases = []
-    for vi, variant in enumerate(problem.variants):
+    for vi, variant in enumerate(problem.variants[:1]):
         cfg = problem.fit(dict(DIMS), variant)
         gen = lambda *p, vi=vi: generator(seed, problem.id, vi, "recurrent_dropout", *p)  # noqa: E731
         call = base_call(problem, cfg, variant, gen(), make_mask(problem, "batch", cfg, gen("mask"), low=1))
