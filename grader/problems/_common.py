@@ -154,6 +154,41 @@ def split_qk(args, state, cfg, masked, lo, hi):
     k.add_(torch.where(where, a * u, -a * u))
 
 
+class ProjectedHeads:
+    """The stability and negative-score hooks of multi-head attention over projected queries W_q x + b_q and keys
+    W_k m + b_k (parameters "W_q.weight", ..."), split into cfg["H"] heads of cfg[`head`] features."""
+
+    def __init__(self, head: str):
+        self.head = head
+
+    def amplify(self, args, state, cfg):
+        """Scale the query and key projections so that the largest |score| of any head is exactly 1e4."""
+        H, d = cfg["H"], cfg[self.head]
+        q = (args[0] @ state["W_q.weight"].T + state["W_q.bias"]).unflatten(-1, (H, d)).transpose(1, 2)
+        k = (args[1] @ state["W_k.weight"].T + state["W_k.bias"]).unflatten(-1, (H, d)).transpose(1, 2)
+        factor = (SCORE_BOUND / (q @ k.transpose(-2, -1) / d**0.5).abs().max()) ** 0.5
+        for name in ("W_q.weight", "W_q.bias", "W_k.weight", "W_k.bias"):
+            state[name].mul_(factor)
+
+    def negative(self, args, state, cfg, to):
+        """Every head's projected queries a*u + e*(W_q x) and keys -a*u + e*(W_k m): scores about `to`."""
+        a, u = aligned(cfg[self.head], to)
+        for name, sign in (("W_q", 1.0), ("W_k", -1.0)):
+            state[f"{name}.weight"].mul_(SPREAD)
+            state[f"{name}.bias"].copy_(sign * a * u.repeat(cfg["H"]))
+
+    def split(self, args, state, cfg, masked, lo, hi):
+        """Every key scores about `lo` (as `negative`), then the keys `masked` (B, Tk) are moved, through their inputs
+        (args[1], the keys or the memory), to project onto +a*u in every head: they score about `hi` = -`lo`
+        (judge/checks/stability.py). W_k is square, or wider than tall (a memory of more features): it reaches any
+        key."""
+        self.negative(args, state, cfg, lo)
+        a, u = aligned(cfg[self.head], lo)
+        w, target = state["W_k.weight"], 2 * a * u.repeat(cfg["H"])
+        lift = torch.linalg.solve(w, target) if w.shape[0] == w.shape[1] else torch.linalg.pinv(w) @ target
+        args[1][masked] += lift
+
+
 def dropout_mistakes(applied: str, misplaced: str) -> tuple:
     """The dropout mistakes of a module whose reference line `applied` drops the weights; `misplaced` is that
     line with dropout acting after the weights multiply the values. Named by check_dropout's evidence."""

@@ -2,8 +2,8 @@
 import torch
 
 from ..model.roles import Arg, Out
-from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
-from ._common import BANNED, BOOLEAN_MASK_MISTAKES, SPREAD, aligned, concat_no_transpose, dropout_mistakes
+from ..model.spec import Method, Mistake, Problem
+from ._common import BANNED, BOOLEAN_MASK_MISTAKES, ProjectedHeads, concat_no_transpose, dropout_mistakes
 
 PROJECT = "cache = (heads(self.W_k(memory)), heads(self.W_v(memory)))  # projected once: (B, H, S, d)"
 SCORES = "scores = q @ k.transpose(-2, -1) / d**0.5  # (B, H, Tq, S)"
@@ -107,37 +107,7 @@ def _inputs(cfg, gen):
             torch.randn(B, cfg["Tk"], cfg["E_mem"], generator=gen, dtype=torch.float64)]
 
 
-def _projected(args, state, cfg):
-    """(q, k) of a call, (B, H, T, d) each."""
-    H, d = cfg["H"], cfg["d"]
-    q = (args[0] @ state["W_q.weight"].T + state["W_q.bias"]).unflatten(-1, (H, d)).transpose(1, 2)
-    k = (args[1] @ state["W_k.weight"].T + state["W_k.bias"]).unflatten(-1, (H, d)).transpose(1, 2)
-    return q, k
-
-
-def _amplify(args, state, cfg):
-    """Scale the query projection so that the largest |score| of any head is exactly 1e4."""
-    q, k = _projected(args, state, cfg)
-    factor = SCORE_BOUND / (q @ k.transpose(-2, -1) / cfg["d"] ** 0.5).abs().max()
-    state["W_q.weight"].mul_(factor)
-    state["W_q.bias"].mul_(factor)
-
-
-def _negative(args, state, cfg, to):
-    """Every head's projected queries a*u + e*(W_q x) and keys -a*u + e*(W_k m): scores about `to`."""
-    a, u = aligned(cfg["d"], to)
-    for name, sign in (("W_q", 1.0), ("W_k", -1.0)):
-        state[f"{name}.weight"].mul_(SPREAD)
-        state[f"{name}.bias"].copy_(sign * a * u.repeat(cfg["H"]))
-
-
-def _split(args, state, cfg, masked, lo, hi):
-    """Every position scores about `lo` (as `_negative`), then the memory positions `masked` (B, S) are moved, through
-    the memory itself, to project onto +a*u in every head: they score about `hi` = -`lo` (judge/checks/stability.py).
-    W_k is (E, E_mem) with E_mem >= E: its pseudo-inverse reaches any key."""
-    _negative(args, state, cfg, lo)
-    a, u = aligned(cfg["d"], lo)
-    args[1][masked] += torch.linalg.pinv(state["W_k.weight"]) @ (2 * a * u.repeat(cfg["H"]))
+HEADS = ProjectedHeads("d")
 
 
 def _oracle(call, padding: bool = False):
@@ -229,12 +199,12 @@ PROBLEM = Problem(
     params=_params,
     inputs=_inputs,
     options={  # each check's options (the check units in judge/checks/ declare them)
-        "stability": {"amplify": _amplify, "split": _split},
+        "stability": {"amplify": HEADS.amplify, "split": HEADS.split},
         "parameters": {"errors": (({"embed_dim": 6, "num_heads": 4}, "embed_dim not divisible by num_heads", ()),)},
         "oracle": {"call": _oracle},
         "value_errors": {"calls": lambda cfg: (({"memory": None}, "memory=None without a cache", ()),)},
     },
-    negative=_negative,
+    negative=HEADS.negative,
     mistakes=MISTAKES,
     banned=BANNED,
     track="seq2seq",

@@ -2,11 +2,8 @@
 import torch
 
 from ..model.roles import Arg, Out
-from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
-from ._common import (
-    BANNED, BOOLEAN_MASK_MISTAKES,
-    MASK_DOC, SPREAD, aligned, concat_no_transpose, dropout_mistakes,
-)
+from ..model.spec import Method, Mistake, Problem
+from ._common import BANNED, BOOLEAN_MASK_MISTAKES, MASK_DOC, ProjectedHeads, concat_no_transpose, dropout_mistakes
 
 SCORES = "scores = q @ k.transpose(-2, -1) / d**0.5"
 RETURN = "return self.W_o(context.transpose(1, 2).reshape(B, Tq, H * d)), weights"
@@ -80,31 +77,7 @@ def _params(cfg):
     return {f"{w}.{p}": (E, E) if p == "weight" else (E,) for w in ("W_q", "W_k", "W_v", "W_o") for p in ("weight", "bias")}
 
 
-def _amplify(args, state, cfg):
-    """Scale the query and key projections so that the largest |score| of any head is exactly 1e4."""
-    H, d = cfg["H"], cfg["dq"]
-    q = (args[0] @ state["W_q.weight"].T + state["W_q.bias"]).unflatten(-1, (H, d)).transpose(1, 2)
-    k = (args[1] @ state["W_k.weight"].T + state["W_k.bias"]).unflatten(-1, (H, d)).transpose(1, 2)
-    factor = (SCORE_BOUND / (q @ k.transpose(-2, -1) / d**0.5).abs().max()) ** 0.5
-    for name in ("W_q.weight", "W_q.bias", "W_k.weight", "W_k.bias"):
-        state[name].mul_(factor)
-
-
-def _negative(args, state, cfg, to):
-    """Every head's projected queries a*u + e*(W_q x) and keys -a*u + e*(W_k x): scores about `to`."""
-    a, u = aligned(cfg["dq"], to)
-    for name, sign in (("W_q", 1.0), ("W_k", -1.0)):
-        state[f"{name}.weight"].mul_(SPREAD)
-        state[f"{name}.bias"].copy_(sign * a * u.repeat(cfg["H"]))
-
-
-def _split(args, state, cfg, masked, lo, hi):
-    """Every key scores about `lo` (as `_negative`), then the keys `masked` (B, Tk) are moved, through their inputs,
-    to project onto +a*u in every head: they score about `hi` = -`lo` (judge/checks/stability.py)."""
-    _negative(args, state, cfg, lo)
-    a, u = aligned(cfg["dq"], lo)
-    lift = torch.linalg.solve(state["W_k.weight"], 2 * a * u.repeat(cfg["H"]))  # W_k lift = 2a u per head
-    args[1][masked] += lift
+HEADS = ProjectedHeads("dq")
 
 
 def _oracle(call):
@@ -175,11 +148,11 @@ PROBLEM = Problem(
     params=_params,
     inputs=_inputs,
     options={  # each check's options (the check units in judge/checks/ declare them)
-        "stability": {"amplify": _amplify, "split": _split},
+        "stability": {"amplify": HEADS.amplify, "split": HEADS.split},
         "parameters": {"errors": (({"embed_dim": 6, "num_heads": 4}, "embed_dim not divisible by num_heads", ()),)},
         "oracle": {"call": _oracle},
     },
-    negative=_negative,
+    negative=HEADS.negative,
     mistakes=MISTAKES,
     banned=BANNED,
     track="transformer",
