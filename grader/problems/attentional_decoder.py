@@ -108,7 +108,7 @@ RETURNS_STATE = (Out("h", "(B, Hd): the LSTM's hidden state h_t", "cache"), Out(
 
 def _fit(cfg, variant):
     """E = dq, Hd = h, M = dk (or Hd: a memory as wide as the decoder), T = Tq target steps, S = Tk source tokens."""
-    return {**cfg, **variant, "E": cfg["dq"], "Hd": cfg["h"], "M": cfg["h"] if variant["square"] else cfg["dk"],
+    return {**cfg, **variant, "E": cfg["dq"], "Hd": cfg["h"], "M": cfg["h"] if variant["memory"] == "M=Hd" else cfg["dk"],
             "T": cfg["Tq"], "S": cfg["Tk"]}
 
 
@@ -229,7 +229,7 @@ PROBLEM = Problem(
     imports="import torch\nfrom torch import nn\n",
     ctor=_ctor,
     ctor_required=3,
-    variants=({"square": False}, {"square": True}),
+    variants=({"memory": "M!=Hd"}, {"memory": "M=Hd"}),
     fit=_fit,
     params=_params,
     inputs=_inputs,

@@ -86,11 +86,11 @@ MISTAKES = BOOLEAN_MASK_MISTAKES + (
 def _fit(cfg, variant):
     """d = dq, E = H * d, S = Tk; memory_dim left out (E_mem = E) or given as E + dk."""
     E = cfg["H"] * cfg["dq"]
-    return {**cfg, **variant, "d": cfg["dq"], "E": E, "S": cfg["Tk"], "E_mem": E + cfg["dk"] if variant["mem"] else E}
+    return {**cfg, **variant, "d": cfg["dq"], "E": E, "S": cfg["Tk"], "E_mem": E + cfg["dk"] if variant["memory_dim"] == "E+dk" else E}
 
 
 def _ctor(c):
-    return {"embed_dim": c["E"], "num_heads": c["H"], "memory_dim": c["E_mem"] if c["mem"] else None,
+    return {"embed_dim": c["E"], "num_heads": c["H"], "memory_dim": c["E_mem"] if c["memory_dim"] == "E+dk" else None,
             "dropout": c.get("dropout", 0.0)}
 
 
@@ -194,7 +194,7 @@ PROBLEM = Problem(
     imports="import torch\nfrom torch import nn\n",
     ctor=_ctor,
     ctor_required=2,
-    variants=({"mem": False}, {"mem": True}),
+    variants=({"memory_dim": "default"}, {"memory_dim": "E+dk"}),
     fit=_fit,
     params=_params,
     inputs=_inputs,
