@@ -15,8 +15,9 @@ from attnkit.problems import all_problems
 PROBLEMS = all_problems()
 # Executing a notebook costs a kernel's start-up (~5 s): one of each kind runs top to bottom, the generation of every
 # one is checked below. NumPy; a function with weights; a module importing masked_softmax; a tuple of tensors with no
-# weights (no heatmap); a module with a cache importing rope.
-KINDS = ("numpy_additive_attention", "masked_softmax", "additive_attention", "flash_attention", "causal_self_attention")
+# weights (no heatmap); a module with a cache importing rope; a module of two methods (step, forward) and a tuple state.
+KINDS = ("numpy_additive_attention", "masked_softmax", "additive_attention", "flash_attention", "causal_self_attention",
+         "attentional_decoder")
 
 
 def solution_lines(pid: str) -> list[str]:
