@@ -111,6 +111,7 @@ def test_every_memory_call_can_catch_the_full_tensor(seed):
 
 def test_dropout_calls_let_the_grader_solve_for_the_dropped_weights():
     """The output of each train() call determines its dropped weights (full column rank), for every module."""
+    from attnkit.judge.checks.dropout import DROPOUT_P
     from attnkit.judge.expected import expected
     from attnkit.judge.plan import Plan
 
@@ -119,7 +120,7 @@ def test_dropout_calls_let_the_grader_solve_for_the_dropped_weights():
             continue
         refs = expected(Plan.draw([problem], 0), problem)
         reveals = [r["reveal"] for r in refs.values() if "reveal" in r]
-        assert len(reveals) == 2 * len(problem.variants)
+        assert len(reveals) == (len(DROPOUT_P) + 1) * len(problem.variants)  # and the seeded p
         for reveal in reveals:
             A = reveal["A"]
             assert torch.linalg.matrix_rank(A) == A.shape[1], problem.id

@@ -7,9 +7,12 @@
 - steps: a step method that differs from forward fails the steps check alone;
 - memory_cache: with a cache given, the memory must be ignored and may be None;
 - the hidden calls reach what the contract singles out: rows with no source token, memory_dim != embed_dim, a given
-  initial state, train() with dropout 1."""
+  initial state, train() with dropout 1;
+- what a red team tried (detached or modified states and caches, dropout of the wrong rate or shape, values kept from
+  an earlier call, code that behaves only on small inputs) fails the check made for it."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from conftest import SOLUTIONS, make_impl
@@ -63,15 +66,16 @@ def test_a_correct_dropout_drawn_another_way_passes_and_one_fed_forward_undroppe
     assert failing == {"recurrent_dropout"}, failing
 
 
-def test_a_step_that_differs_from_forward_fails_the_steps_check_alone(tmp_path):
-    """forward right (its own loop), step ignoring memory_mask: only the check that calls step sees it."""
+def test_a_step_that_differs_from_forward_fails_only_the_checks_that_call_step(tmp_path):
+    """forward right (its own loop), step ignoring memory_mask: only the checks that call step see it (steps, and the
+    recurrent dropout's stepped call)."""
     source = (SOLUTIONS / f"{DECODER}.py").read_text()
     source = source.replace("    def step(self, y_t", "    def _one(self, y_t").replace("self.step(targets[:, t]", "self._one(targets[:, t]")
     source += ("\n    def step(self, y_t, memory, memory_mask=None, state=None):\n"
                "        return self._one(y_t, memory, None, state)\n")
     checks = _checks(tmp_path, DECODER, source)
     failing = {k for k, c in checks.items() if c.status == "failed"}
-    assert failing == {"steps"}, failing
+    assert failing == {"steps", "recurrent_dropout"}, failing
     assert "differs from forward on the whole sequence" in checks["steps"].message
 
 
@@ -148,3 +152,59 @@ def test_a_wrong_state_only_under_dropout_fails(tmp_path):
     checks = _checks(tmp_path, DECODER, source)
     failing = {k for k, c in checks.items() if c.status == "failed"}
     assert failing == {"recurrent_dropout"} and "the returned state" in checks["recurrent_dropout"].message, failing
+
+
+DROP = "o = self.dropout(torch.tanh(self.W_c(torch.cat((h, ctx), dim=-1))))"
+RAW = "raw = torch.tanh(self.W_c(torch.cat((h, ctx), dim=-1)))\n        p = self.dropout.p\n        "
+ATTACKS = {  # what a red team tried against these two problems: each fails the check named, with the reference patched
+    "decoder: the given state detached": (DECODER, "gradients", [("        h, c, o = state\n",
+                                                                 "        h, c, o = (t.detach() for t in state)\n")]),
+    "decoder: the state's c float64 when given": (DECODER, "side_effects", [(
+        "        return o, weights, (h, c, o)", "        return o, weights, (h, c.double() if state is not None and "
+        "y_t.dtype == torch.float32 else c, o)")]),
+    "decoder: the targets zeroed in place": (DECODER, "side_effects", [(
+        "        return torch.stack(outputs, dim=1)", "        targets.data.zero_()\n        return torch.stack(outputs, dim=1)")]),
+    "decoder: whole rows dropped": (DECODER, "recurrent_dropout", [(DROP, RAW + "keep = (torch.rand(raw.shape[0], 1, "
+        "dtype=raw.dtype) >= p) if self.training and 0 < p < 1 else None\n        o = raw if keep is None else raw * keep "
+        "/ (1 - p) if p < 1 else self.dropout(raw)")]),
+    "decoder: dropped at p / 5": (DECODER, "recurrent_dropout", [(DROP, RAW + "keep = (torch.rand(raw.shape, "
+        "dtype=raw.dtype) >= p / 5) if self.training and 0 < p < 1 else None\n        o = raw if keep is None else raw * "
+        "keep / (1 - p) if p < 1 else self.dropout(raw)")]),
+    "decoder: a parameter added by forward": (DECODER, "reuse", [(
+        "        outputs, weights = [], []\n", "        if not hasattr(self, 'extra'):\n"
+        "            self.extra = nn.Parameter(torch.zeros(1, dtype=targets.dtype))\n        outputs, weights = [], []\n")]),
+    "decoder: T = 1 ignores the mask": (DECODER, "kv_cache", [(
+        "self.step(targets[:, t], memory, memory_mask, state)",
+        "self.step(targets[:, t], memory, memory_mask if targets.shape[1] > 1 else None, state)")]),
+    "cross: the given cache zeroed in place": (CROSS, "side_effects", [(
+        "        k, v = cache\n", "        k, v = cache\n        given = cache\n"), (
+        "        return self.W_o(", "        if given is not None:\n            k.data.zero_()\n            v.data.zero_()\n"
+        "        return self.W_o("), ("        H, d = self.H, self.d\n", "        H, d, given = self.H, self.d, cache\n")]),
+    "cross: the given cache detached": (CROSS, "gradients", [("        k, v = cache\n",
+                                                              "        k, v = cache[0].detach(), cache[1].detach()\n")]),
+    "cross: scaled right for p = 0.3 and 0.6 alone": (CROSS, "dropout", [(
+        "        context = self.dropout(weights) @ v", "        p = self.dropout.p\n        context = (self.dropout(weights)"
+        " * (1 if p in (0.3, 0.6) or not self.training else (1 - p))) @ v")]),
+    "cross: the projection remembered by the memory's address": (CROSS, "reuse", [(
+        "            cache = (heads(self.W_k(memory)), heads(self.W_v(memory)))",
+        "            key = (memory.data_ptr(), tuple(memory.shape))\n            memo = self.__dict__.setdefault('_memo', {})\n"
+        "            if key not in memo:\n                memo[key] = (heads(self.W_k(memory)), heads(self.W_v(memory)))\n"
+        "            cache = memo[key]")]),
+    "cross: its own cache re-projected from a memory given beside it": (CROSS, "memory_cache", [(
+        "        if cache is None:\n", "        if cache is not None and memory is not None and getattr(self, '_own', None) is "
+        "cache[0]:\n            cache = None\n        if cache is None:\n"), (
+        "        return self.W_o(", "        self._own = cache[0]\n        return self.W_o(")]),
+    "cross: the mask ignored past 16 positions": (CROSS, "memory_cache", [(
+        "        if memory_mask is None:\n", "        if memory_mask is None or k.shape[-2] > 16:\n")]),
+}
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_what_the_red_team_tried_fails(tmp_path, attack):
+    pid, check, patches = ATTACKS[attack]
+    source = (SOLUTIONS / f"{pid}.py").read_text()
+    for old, new in patches:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    checks = _checks(tmp_path, pid, source)
+    assert checks[check].status == "failed", {k: c.status for k, c in checks.items()}

@@ -3,7 +3,9 @@ variant and config, pairwise coverage, calls with every valid score far below 0)
 builders the checks declare (grader/judge/checks/)."""
 from __future__ import annotations
 
-from .scenarios import Case, base_call, cast, draw_configs, generator, make_mask
+import torch
+
+from .scenarios import Case, base_call, cast, draw_configs, generator, make_mask, output_shapes
 from ..masks import rule
 from ..model.spec import Problem
 
@@ -75,6 +77,44 @@ def negative_cases(problem, seed, group, to, dtype):
         cases.append(Case(case_key(group, vi, ci, "negative"), group, variant, cfg, cast(call, dtype), lens=form(problem, "query"),
                           tags=frozenset({"negative"})))
     return cases
+
+
+WIDE = 24
+"""Keys (source positions) of the calls some checks draw beyond the configs' few (at most 11): code that behaves only on
+small inputs is seen there."""
+
+
+def carried_cases(problem, seed, group: str, *, dtype: str = "float64", grad: bool = False) -> list:
+    """Where the spec's own draws never carry a cache or state argument (a KV cache grows, and its variants carry
+    some): config 0 of each variant given a random one, of the shapes of the outputs that carry it (a cache returned as
+    given, or a recurrent state), with a key padding draw; in `dtype`, with gradients where `grad`. The calls that reach
+    what a given state or cache does to gradients, dtypes and side effects."""
+    carry = problem.arg_index("cache")
+    outs = [i for i, o in enumerate(problem.returns) if o.role == "cache"]
+    if not carry or not outs:
+        return []
+    drawn = [(vi, variant, cfg, gen, base_call(problem, cfg, variant, gen(group, "carried"), make_mask(
+        problem, "batch", cfg, gen(group, "carried", "lens"), low=1), grad=grad))
+        for vi, variant, ci, cfg, gen in each_case(problem, seed) if ci == 0]
+    if any(len(call["args"]) > carry[0] and call["args"][carry[0]] is not None for *_, call in drawn):
+        return []
+    cases = []
+    for vi, variant, cfg, gen, call in drawn:
+        g = gen(group, "carried", "given")
+        shapes = output_shapes(problem, cfg)
+        given = tuple(torch.randn(*shapes[i], generator=g, dtype=torch.float64).tanh() for i in outs)
+        call = cast(with_args(problem, call, {problem.arg_names[carry[0]]: given}), dtype)
+        cases.append(Case(case_key(group, vi, 0, "carried"), group, variant, cfg, call, lens=form(problem, "batch")))
+    return cases
+
+
+def sequence_roles(problem) -> tuple:
+    """(the sequence argument (role 'tensor'), its position axis (where its doc names T), the state argument (role
+    'cache'), the outputs that carry the state): what stepping a recurrent module position by position needs."""
+    split, carry = problem.arg_index("tensor")[0], problem.arg_index("cache")[0]
+    doc = problem.args[split].doc
+    dim = [d.strip() for d in doc[doc.index("(") + 1:doc.index(")")].split(",")].index("T")
+    return split, dim, carry, [i for i, o in enumerate(problem.returns) if o.role == "cache"]
 
 
 def form(problem, kind: str) -> str:

@@ -88,7 +88,7 @@ def _refused(problem, case, res, numpy: bool) -> str | None:
     for key, g in (grads or {}).items():
         why = None if g is None else _not_float(g, want, False)
         if why:
-            return f"the gradient of {_grad_name(problem, key)} came back as {why}"
+            return f"the gradient of {grad_name(problem, key)} came back as {why}"
     return None
 
 
@@ -114,11 +114,13 @@ def _not_float(t, want: str | None, numpy: bool) -> str | None:
     return None
 
 
-def _grad_name(problem, key) -> str:
+def grad_name(problem, key) -> str:
     """An input's name from the spec, or a parameter's name where it is a plain dotted name."""
     key = str(key)
-    if key.startswith("input:") and key[6:].isdigit() and int(key[6:]) < len(problem.arg_names):
-        return problem.arg_names[int(key[6:])]
+    found = re.fullmatch(r"input:(\d{1,3})(?:\.(\d{1,3}))?", key)
+    if found and int(found.group(1)) < len(problem.arg_names):
+        name = problem.arg_names[int(found.group(1))]
+        return name if found.group(2) is None else f"{name}[{int(found.group(2))}]"
     name = key.removeprefix("param:")
     return name if key.startswith("param:") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,99}", name) else "a parameter"
 

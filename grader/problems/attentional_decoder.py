@@ -184,7 +184,7 @@ PROBLEM = Problem(
     symbol="AttentionalDecoder",
     points={"parameters": 2, "shapes": 1, "weight_sums": 1, "parity_float64": 3, "parity_float32": 1, "oracle": 2,
             "steps": 2, "kv_cache": 2, "metamorphic": 3, "gradients": 2, "masking": 1, "stability": 1,
-            "side_effects": 1, "recurrent_dropout": 2, "cuda": 1},
+            "side_effects": 1, "reuse": 1, "recurrent_dropout": 2, "cuda": 1, "cuda_half": 1},
     hints=(
         "Keep the state as (h, c, o): the LSTM's two states and the last attentional state. Each step feeds "
         "torch.cat((y_t, o_prev), dim=-1) to nn.LSTMCell(E + Hd, Hd); state=None means three zero tensors (B, Hd).",
@@ -236,7 +236,7 @@ PROBLEM = Problem(
     options={  # each check's options (the check units in judge/checks/ declare them)
         "stability": {"amplify": _amplify},
         "oracle": {"call": _oracle},
-        "recurrent_dropout": {"replay": _replay},
+        "recurrent_dropout": {"replay": _replay, "stepped": "step"},
         "kv_cache": {"fit": lambda cfg, T: {**cfg, "T": T, "Tq": T},
                      "rule": "forward continues from the state it is given: the second part of the targets, started "
                              "from the state the first part returned, goes on exactly where one call would be"},

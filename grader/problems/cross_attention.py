@@ -145,7 +145,7 @@ PROBLEM = Problem(
     summary="Encoder-decoder multi-head attention: the memory projected once into a (k, v) cache every step reuses.",
     symbol="CrossAttention",
     points={"parameters": 2, "shapes": 1, "weight_sums": 1, "parity_float64": 3, "parity_float32": 1, "oracle": 2,
-            "memory_cache": 3, "value_errors": 1, "gradients": 2, "masking": 1, "stability": 1, "side_effects": 1, "dropout": 1,
+            "memory_cache": 3, "value_errors": 1, "gradients": 2, "masking": 1, "stability": 1, "side_effects": 1, "reuse": 1, "dropout": 1,
             "capabilities": 1, "cuda": 1, "cuda_half": 1},
     hints=(
         "Without a cache, project the memory: k = W_k(memory), v = W_v(memory), each split into heads as (B, H, S, d) "

@@ -1,9 +1,8 @@
 """Check dropout: eval() is exact, train() drops weights with probability p, weights are returned before dropout."""
 from __future__ import annotations
 
-import torch
 
-from ..compare import mismatch, tolerance
+from ..compare import mismatch, same_values, tolerance
 from ..context import compare_all
 from ..registry import Check, register
 from ...draw.scenarios import as_reference
@@ -19,7 +18,17 @@ dropped weights that make it (H*Tk = 6), so the grader can solve the output for 
 
 DROPOUT_P = ((0.3, 7), (0.6, 8))
 """(p, seed) of the train() calls: two values of p, so that a hard-coded p fails; 48 weights each, so that a
-correct dropout keeps all or drops all of them with probability below 1e-7."""
+correct dropout keeps all or drops all of them with probability below 1e-7. A third p is drawn from the run's seed
+(`seeded_p`), so that code that scales right only for these two fails too."""
+
+
+def seeded_p(seed, problem) -> float:
+    """A dropout probability in [0.15, 0.85], two decimals, drawn from the run's seed (never 0.3 or 0.6)."""
+    import torch
+
+    u = float(torch.rand((), generator=generator(seed, problem.id, "dropout", "p"), dtype=torch.float64))
+    p = round(0.15 + 0.7 * u, 2)
+    return p + 0.01 if p in (0.3, 0.6) else p
 
 
 def group_dropout(problem, seed):
@@ -33,7 +42,7 @@ def group_dropout(problem, seed):
         key = lambda *rest, vi=vi: case_key("dropout", vi, "d", *rest)  # noqa: E731
         eval_call = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=0.5), repeat=2)
         cases.append(Case(key("eval"), "dropout", variant, cfg, eval_call, lens="batch"))
-        for i, (p, s) in enumerate(DROPOUT_P):
+        for i, (p, s) in enumerate(DROPOUT_P + ((seeded_p(seed, problem), 10),)):
             train = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=p), train=True, seed=s)
             cases.append(Case(key("train", i), "dropout", variant, cfg, train, lens="batch", meta={"p": p}))
         default = dict(call, ctor=problem.ctor_call(cfg, variant), train=True, seed=9)  # the default: no dropout
@@ -48,7 +57,7 @@ def check_dropout(ctx):
         if not case.call["train"]:
             first, second = ctx.outputs(case), ctx.outputs(case, 1)
             for name, a, b in zip(ctx.problem.outputs, first, second):
-                if not torch.equal(a, b):
+                if not same_values(a, b):
                     ctx.fail(case, f"two calls in eval() gave different {name}: dropout must do nothing in eval() mode "
                              "(use nn.Dropout, or F.dropout(..., training=self.training))", symptom="dropout_in_eval")
             compare_all(ctx, case, first, ctx.expected(case), tol)

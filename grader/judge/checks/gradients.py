@@ -4,9 +4,9 @@ from __future__ import annotations
 import torch
 
 from ..compare import argmax_index, mismatch, tolerance
-from ..context import compare_all, returns_arrays, valid_mask
+from ..context import compare_all, grad_name, returns_arrays, valid_mask
 from ..registry import Check, register
-from ...draw.groups import case_key, each_case, form
+from ...draw.groups import carried_cases, case_key, each_case, form
 from ...draw.scenarios import Case, base_call, make_mask
 
 
@@ -20,6 +20,7 @@ def group_grad(problem, seed):
         for vi, variant, ci, cfg, gen in each_case(problem, seed) if ci in (0, 3)
         for kind in dict.fromkeys(form(problem, k) for k in ("batch", "query"))
     ]
+    cases += carried_cases(problem, seed, "grad", grad=True)
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         kind = form(problem, "query")
         if ci != 0 or kind == "none":
@@ -34,13 +35,17 @@ def group_grad(problem, seed):
 
 def check_gradients(ctx):
     tol = tolerance("float64", grad=True)
-    names = ctx.problem.arg_names
     for case in ctx.of("grad"):
         res = ctx.result(case)
         compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance("float64"))
         for key, expected in ctx.ref[case.key].grads.items():
             got = res.grads.get(key)
-            label = f"gradient of {names[int(key[6:])]}" if key.startswith("input:") else f"gradient of {key[6:]}"
+            label = f"gradient of {grad_name(ctx.problem, key)}"
+            if expected is None:  # an input the contract says is not read here (a memory beside its cache)
+                if got is not None and bool((got != 0).any()):
+                    ctx.fail(case, f"{label}: a gradient reaches it, where the contract does not read it in this call "
+                             "(no gradient may flow there)")
+                continue
             if got is None:
                 ctx.fail(case, f"{label}: no gradient reaches it (detached, or the parameter is never used)")
             if "empty" in case.tags and not torch.isfinite(got).all() and torch.isfinite(expected).all():
@@ -51,7 +56,7 @@ def check_gradients(ctx):
                          "weights by the mask", symptom="nan_grad_empty_row")
             problem = mismatch(label, got, expected, tol)
             if problem:
-                masked = (key.startswith("input:") and int(key[6:]) in ctx.problem.arg_index("key", "value")
+                masked = (key.startswith("input:") and key[6:].isdigit() and int(key[6:]) in ctx.problem.arg_index("key", "value")
                           and expected.abs().max() > 0 and _at_masked_key(ctx, case, got, expected))
                 ctx.fail(case, problem + ("\nThat position is a masked key: no gradient may flow there." if masked else ""))
 

@@ -10,7 +10,7 @@ from ..compare import mismatch, tolerance
 from ..context import compare_all
 from ..registry import Check, options, register
 from ...draw.groups import case_key, each_case, with_args
-from ...draw.scenarios import Case, base_call
+from ...draw.scenarios import Case, base_call, make_mask
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def group_cache_chain(problem, seed):
         if ci != 0:
             continue
         cfg = fit(cfg, 7)
-        call = base_call(problem, cfg, variant, gen("chain"), None)
+        call = base_call(problem, cfg, variant, gen("chain"), make_mask(problem, "batch", cfg, gen("chain", "mask"), low=1))
         if len(call["args"]) <= carry:  # the cache left to its default: spelled out, as the chain passes it on
             call = with_args(problem, call, {problem.arg_names[carry]: problem.call_defaults[problem.arg_names[carry]]})
         cases.append(Case(case_key("chain", vi, ci, "whole"), "chain", variant, cfg, call, meta={"sizes": None}))

@@ -10,7 +10,7 @@ import torch
 from ..compare import mismatch, tolerance
 from ..context import Failed, compare_all
 from ..registry import Check, register
-from ...draw.groups import case_key, each_case, form
+from ...draw.groups import WIDE, case_key, each_case, form
 from ...draw.scenarios import Case, base_call, make_mask, output_shapes
 
 SPLITS = ((1, None), (2, 1, None))
@@ -41,6 +41,8 @@ def group_memory_cache(problem, seed):
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
             continue
+        if vi == 0:  # the first variant with many more keys than the drawn configs' (draw/groups.py WIDE)
+            cfg = problem.fit({**cfg, "Tk": WIDE}, variant)
         g = gen("memory_cache")
         call = base_call(problem, cfg, variant, g, make_mask(problem, "batch", cfg, gen("memory_cache", "mask")))
         shapes = output_shapes(problem, cfg)
@@ -59,11 +61,12 @@ def group_memory_cache(problem, seed):
             if sum(sizes) >= Tq:
                 continue
             sizes.append(Tq - sum(sizes))
-            chain = {"sizes": sizes, "split": x_at, "dim": -2, "carry": cache_at, "carry_outputs": outs,
-                     "clear": [mem_at]}
+            chain = {"sizes": sizes, "split": x_at, "dim": -2, "carry": cache_at, "carry_outputs": outs}
+            # after the first step: no memory, or (its own cache in hand) a memory of other values, to be ignored
+            chain.update({"clear": [mem_at]} if si == 0 else {"later": [(mem_at, other)]})
             cases.append(Case(key("steps", si), "memory_cache", variant, cfg, dict(_with(problem, call, {cache_at: None}),
                                                                                   hooks={"chain": chain}),
-                              lens=lens, meta={"role": "steps", "sizes": sizes}))
+                              lens=lens, meta={"role": "steps", "sizes": sizes, "memory": "none" if si == 0 else "other"}))
     return cases
 
 
@@ -90,8 +93,9 @@ def check_memory_cache(ctx):
             for name, g, e in zip(ctx.problem.outputs, steps, projected):
                 bad = mismatch(name, g, e, tol)
                 if bad:
+                    given = "memory=None" if case.meta.get("memory") == "none" else "a memory of other values"
                     ctx.fail(case, f"the queries in steps of {', '.join(map(str, case.meta['sizes']))}, each step after the "
-                             "first given the cache the first returned and memory=None, differ from one call on all of "
+                             f"first given the cache the first returned and {given}, differ from one call on all of "
                              f"them\n{bad}")
 
 

@@ -9,7 +9,7 @@ import torch
 from ..compare import argmax_index, tolerance
 from ..context import returns_arrays, valid_mask
 from ..registry import Check, options, register
-from ...draw.groups import NEGATIVE, case_key, each_case, form, negative_cases, pairwise, with_args
+from ...draw.groups import NEGATIVE, carried_cases, case_key, each_case, form, negative_cases, pairwise, with_args
 from ...draw.scenarios import Case, base_call, dim_names, make_mask, mask_kinds, output_shapes
 
 
@@ -99,13 +99,18 @@ def check_weight_sums(ctx):
                      "key must sum to 1")
 
 
+def group_carried32(problem, seed):
+    """float32 calls given a random cache or state, where the spec's own draws never carry one."""
+    return carried_cases(problem, seed, "f32_carried", dtype="float32")
+
+
 def check_side_effects(ctx):
-    names = ctx.problem.arg_names
-    for case in ctx.of("base") + ctx.of("f32"):
-        res = ctx.result(case)
+    for case, res in _answered(ctx):  # every call the worker answered, whichever check drew it
         if res.changed:
-            ctx.fail(case, f"the call modified its input `{names[res.changed[0]]}` in place; work on a copy "
-                     "(masked_fill, not masked_fill_; x = x + 1, not x += 1)")
+            ctx.fail(case, f"the call modified its input `{ctx.problem.arg_names[res.changed[0]]}` in place; work on a "
+                     "copy (masked_fill, not masked_fill_; x = x + 1, not x += 1)")
+    for case in ctx.of("base") + ctx.of("f32") + ctx.of("f32_carried"):
+        res = ctx.result(case)
         for name, g in zip(ctx.problem.outputs, res.outputs):
             want = getattr(torch, case.call["dtype"])
             if g.dtype != want:
@@ -122,5 +127,13 @@ register(Check("shapes", "output shapes (B=1, Tk=1, Tq != Tk, ...)", {"base": gr
 register(Check("weight_sums", "rows sum to 1, masked weights exactly 0", {"base": group_base}, check_weight_sums,
                needs=lambda p: None if p.weights_index is not None else "an output with role 'weights'", concepts=(("masking", None),),
                rows_sum_to_one=True))
-register(Check("side_effects", "inputs untouched, dtype and device kept", {"base": group_base, "f32": group_float32},
-               check_side_effects))
+def _answered(ctx):
+    """(case, result) of every call of the problem that the worker answered without raising, in key order."""
+    for key in sorted(ctx.cases):
+        res = ctx.got.get(key)
+        if res is not None and res.ok and not res.rejected:
+            yield ctx.cases[key], res
+
+
+register(Check("side_effects", "inputs untouched, dtype and device kept",
+               {"base": group_base, "f32": group_float32, "f32_carried": group_carried32}, check_side_effects))

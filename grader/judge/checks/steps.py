@@ -10,7 +10,7 @@ import torch
 from ..compare import mismatch, tolerance
 from ..context import compare_all
 from ..registry import Check, options, register
-from ...draw.groups import case_key, each_case, form, with_args
+from ...draw.groups import WIDE, case_key, each_case, form, sequence_roles, with_args
 from ...draw.scenarios import Case, base_call, make_mask, output_shapes
 
 
@@ -22,24 +22,18 @@ class StepOptions:
     method: str = "step"
 
 
-def _carry(problem):
-    """(sequence argument, its position axis, state argument, state outputs)."""
-    split, carry = problem.arg_index("tensor")[0], problem.arg_index("cache")[0]
-    doc = problem.args[split].doc
-    dim = [d.strip() for d in doc[doc.index("(") + 1:doc.index(")")].split(",")].index("T")
-    return split, dim, carry, [i for i, o in enumerate(problem.returns) if o.role == "cache"]
-
-
 def group_steps(problem, seed):
     """Config 0 of each variant (B = 2, prime T and S): no state, and a random state (the state outputs' shapes), with a
     key padding draw that may leave a row empty; each once as one forward and once stepped."""
-    split, dim, carry, outs = _carry(problem)
+    split, dim, carry, outs = sequence_roles(problem)
     name = problem.arg_names[carry]
     method = options(problem, "steps").method
     cases = []
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
             continue
+        if vi == 0:  # the first variant with many more keys than the drawn configs' (draw/groups.py WIDE)
+            cfg = problem.fit({**cfg, "Tk": WIDE}, variant)
         for start in ("zeros", "given"):
             g = gen("steps", start)
             call = base_call(problem, cfg, variant, g, make_mask(problem, "batch", cfg, gen("steps", start, "mask")))
