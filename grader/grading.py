@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from .judge.checks import CHECKS, validate_checks
+from .judge.compare import same_values
 from .results import CheckResult, ProblemResult, Report, Status, Trouble, Use, Verdict
 from .judge.context import Context, decode, Failed, GraderError, valid_mask
 from .judge.expected import Helper, References
@@ -197,7 +198,7 @@ def _inputs_changed(cases, answers) -> None:
             if not isinstance(original, torch.Tensor) or i in changed:
                 continue
             now = after[at] if at < len(after) else None
-            if now is None or now.shape != original.shape or now.dtype != original.dtype or not torch.equal(now, original.cpu()):
+            if now is None or now.shape != original.shape or now.dtype != original.dtype or not same_values(now, original.cpu()):
                 changed.append(i)
         res.changed = changed
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -115,14 +116,15 @@ def test_kit_tests_do_not_grade(tmp_path):
 
 
 def test_first_contact_on_untouched_stubs_is_short(tmp_path):
-    """`pytest` on the stubs: one line per problem not started, the table, what to do next; at most 17 lines besides
-    the table's row per problem, and the run fails. `-v` shows every check."""
+    """`pytest` on the stubs: one line per problem not started, the table, what to do next; at most 14 lines besides
+    the table's row per problem and pytest's progress lines, and the run fails. `-v` shows every check."""
     from attnkit.problems import ORDER
 
     shutil.copytree(ROOT / "exercises", tmp_path / "exercises")
     r = run("-m", "pytest", "--attnkit-impl", str(tmp_path / "exercises"), cwd=tmp_path)
     lines = r.stdout.splitlines()
-    assert r.returncode == 1 and len(lines) <= 17 + len(ORDER), r.stdout
+    progress = [ln for ln in lines if re.search(r"\[\s*\d+%\]$", ln)]  # pytest's own, one line per ~70 tests
+    assert r.returncode == 1 and len(lines) - len(progress) <= 14 + len(ORDER), r.stdout
     assert "still a stub" not in r.stdout and "FAILURES" not in r.stdout
     for pid in ORDER:
         assert len([ln for ln in lines if ln.startswith(pid) and "not started" in ln]) == 1, (pid, r.stdout)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from attnkit import ROOT
-from attnkit.dev.docs import SECTION
+from attnkit.dev.docs import section_ids
 from attnkit.problems import all_problems
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -138,7 +138,7 @@ def disagreements(shared: str) -> list[str]:
 
     out = []
     sections = shared_sections(shared)
-    ours = SECTION.findall((ROOT / "docs" / "contract.md").read_text())
+    ours = section_ids((ROOT / "docs" / "contract.md").read_text())[0]
     for p in all_problems():
         found = [(n, head, body) for n, (head, body) in sections.items() if re.match(rf"{p.symbol}\(", head)]
         if len(found) != 1:

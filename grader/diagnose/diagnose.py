@@ -86,11 +86,8 @@ def same(case, a: Answer | None, b: Answer | None) -> bool | None:
         return a.params == b.params
     if a.changed != b.changed:
         return False
-    if "allowed" in case.meta and "peak" in a.extra:  # memory: both within the bound, or the same overrun
-        x = a.extra["peak"]["elements"]
-        y = b.extra["peak"]["elements"] if "peak" in b.extra else None  # expected values come from an unmeasured reference,
-        if (x > case.meta["allowed"] and x != y) or (y is not None and y > case.meta["allowed"] and x != y):  # in bound
-            return False
+    if _over(case, a) != _over(case, b):  # memory: both within the bound, or both over it (not by the same tensor:
+        return False  # a full boolean mask and full float scores are the same mistake)
     runs = zip(a.runs, b.runs)
     for run_a, run_b in runs:
         pairs = list(zip(run_a, run_b))
@@ -258,6 +255,15 @@ def _check_cases(ctx, cid):
     return [c for c in check_cases(ctx, cid) if "rows" not in c.meta]
 
 
+def _over(case, answer) -> bool | None:
+    """Did a measured call allocate past its memory bound? None where it was not measured (the reference's expected
+    values come from an unmeasured run: it counts as within the bound)."""
+    if "allowed" not in case.meta:
+        return None
+    elements = (answer.extra.get("peak") or {}).get("elements")
+    return elements is not None and elements > case.meta["allowed"]
+
+
 def _run_variant(case, rid, target, cache):
     key = (rid, case.key)
     if key not in cache:
@@ -291,9 +297,9 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
         else:
             agree = same(case, got, variant)
             agree = agree and _dtypes(got) == _dtypes(variant) if agree is not None else None
-        if wrong and not agree:  # close values explain nothing where the side effects differ
-            if case.must_raise or bool(got.changed) != bool(variant.changed) \
-                    or not _close_to(got, variant, ctx.ref.get(case.key)):
+        if wrong and not agree:  # close values explain nothing where the side effects or the dtypes differ
+            if case.must_raise or bool(got.changed) != bool(variant.changed) or _dtypes(got) != _dtypes(variant) \
+                    or _over(case, got) != _over(case, variant) or not _close_to(got, variant, ctx.ref.get(case.key)):
                 return None
             agree, exact = True, False  # reproduced closely, not exactly
         evidence += bool(wrong and agree)
@@ -325,14 +331,28 @@ reference's, on every output (the learner's mistake is written differently, e.g.
 
 
 def _close_to(got, variant, expected) -> bool:
+    """The variant comes close to the learner's wrong result: on every output and gradient, where the learner's is
+    right the variant's is right too, and where it is wrong the variant lies within CLOSE of the learner's distance to
+    the reference. (A variant wrong where the learner is right explains nothing: code whose outputs are right and whose
+    gradients are wrong is not a mistake that changes the outputs.)"""
     if not (got and variant and expected and got.has_outputs and variant.has_outputs):
         return False
     tol = tolerance("float64")
-    for g, v, e in zip(got.outputs, variant.outputs, expected.outputs):
+    if not (len(got.runs) == len(variant.runs) == len(expected.runs)):
+        return False
+    pairs = [p for g, v, e in zip(got.runs, variant.runs, expected.runs) for p in zip(g, v, e)]  # every run of the call
+    grads, vgrads, egrads = got.grads or {}, variant.grads or {}, expected.grads or {}
+    if set(grads) != set(vgrads) or any((grads[k] is None) != (vgrads[k] is None) for k in grads):
+        return False
+    pairs += [(grads[k], vgrads[k], egrads[k]) for k in grads if grads[k] is not None and egrads.get(k) is not None]
+    for g, v, e in pairs:
         if g.shape != v.shape or g.shape != e.shape or not (torch.isfinite(g).all() and torch.isfinite(v).all()):
             return False
         to_reference = usage(g, e, tol)
-        if to_reference > 1 and usage(g, v, tol) > CLOSE * to_reference:
+        if to_reference <= 1:
+            if usage(v, e, tol) > 1:
+                return False
+        elif usage(g, v, tol) > CLOSE * to_reference:
             return False
     return True
 

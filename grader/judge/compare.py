@@ -97,6 +97,18 @@ def usage(got: torch.Tensor, expected: torch.Tensor, tol: Tol) -> float:
     return ((got - expected).abs() / bound).max().item()
 
 
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit for bit the same values, NaN where NaN (torch.equal calls two NaNs different: two identical results with a
+    NaN in them would read as two different runs)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(torch.isnan(a), torch.isnan(b)) \
+        and torch.equal(a.nan_to_num(0.0, 0.0, 0.0), b.nan_to_num(0.0, 0.0, 0.0)) \
+        and torch.equal(torch.isinf(a), torch.isinf(b)) and torch.equal(torch.isinf(a) & (a > 0), torch.isinf(b) & (b > 0))
+
+
 def argmax_index(t: torch.Tensor) -> tuple:
     """Index of the largest element (torch.unravel_index costs ~0.5 s on first use)."""
     flat, at = int(t.argmax()), []

@@ -29,6 +29,9 @@ DIMS = {
     "M": "memory (encoder state) size",
     "n_s": "decoder state size",
     "n_h": "encoder state size",
+    "N_blocks": "physical blocks of a paged cache",
+    "block_size": "token slots per block",
+    "max_blocks": "entries of a sequence's block table",
     "...": "zero or more leading (batch) dims",
 }
 """Named dimensions used in every docstring and message."""

@@ -10,6 +10,9 @@ both sides are driven identically. A call is a plain dict:
   grad_out:  None, or one tensor (or None: not differentiated) per output: gradients of sum(output * grad_out)
   device:    "cpu" or "cuda"; dtype: the float dtype's name (module parameters are cast to it); n_out: how many tensors the call returns (1 or 2)
   structure: None, or the outputs' nesting as group sizes ([1, 2]: output, (k, v)); outputs come back flat
+  then:      [{"args": [...] or None, "state": {...} or None}]: further runs on the same module after the first (weights
+             reloaded where a state is given; args None: the first call's tensor objects again), each one more run of
+             the result; "repeat" counts them all
   hooks:     {name: options}: worker-side hooks (run/hooks/: a chain of calls, an allocation measurement, autograd
              refused, banned functions, NumPy arrays, or an extension's), each declared by the check or spec
              option that needs it
@@ -65,9 +68,18 @@ def execute(call: dict, target) -> dict:
         args = [_prepare(a, device, want_grad, hooks) for a in call["args"]]
         before = [_copy(a) for a in args]
         _seed(device, call.get("seed", 0))
+    then = call.get("then") or []
     with contextlib.ExitStack() as stack:
         states = [stack.enter_context(h.around(options)) for h, options in hooks]
-        runs = [_run(fn, args, call, hooks, convert) for _ in range(call.get("repeat", 1))]
+        runs = [_run(fn, args, call, hooks, convert) for _ in range(call.get("repeat", 1) - len(then))]
+        for step in then:  # the same module again: another call, weights reloaded where given
+            if step.get("state"):  # as the first load: a parameter gone or reshaped since is the module's doing
+                load_state(fn, {k: v.to(device=device, dtype=getattr(torch, call["dtype"])) for k, v in step["state"].items()})
+            with _ours("preparing the next inputs"):  # None: the first call's very tensors again
+                more = args if step["args"] is None else [_prepare(a, device, want_grad, hooks) for a in step["args"]]
+            runs.append(_run(fn, more, call, hooks, convert))
+    if then and isinstance(fn, torch.nn.Module):  # what its state_dict holds after the calls
+        result["state"] = list(fn.state_dict())[:MAX_STATE]
     for (h, options), state in zip(hooks, states):
         h.finish(options, state, result)
     outs = runs[0]
@@ -112,8 +124,8 @@ def flat_inputs(args) -> list:
 
 
 def _prepare(a, device, want_grad, hooks=()):
-    if isinstance(a, (tuple, list)):  # a cache (k, v): the wire carries it as a list
-        return tuple(_prepare(t, device, False, hooks) for t in a)
+    if isinstance(a, (tuple, list)):  # a cache (k, v) or a recurrent state: the wire carries it as a list
+        return tuple(_prepare(t, device, want_grad, hooks) for t in a)
     if not isinstance(a, torch.Tensor):
         return a
     a = a.to(device).clone()
@@ -209,12 +221,18 @@ def _kind(v) -> str:
 def _same(a, b) -> bool:
     if not isinstance(b, torch.Tensor):  # a NumPy input
         return a.shape == b.shape and a.dtype == b.dtype and bool((a == b).all())
-    a = a.detach()
-    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a.cpu(), b.cpu()))
+    a, b = a.detach().cpu(), b.cpu()
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if torch.equal(a, b):
+        return True
+    return a.is_floating_point() and bool(((a == b) | (a.isnan() & b.isnan())).all())  # NaN stays NaN: unchanged
 
 
 def _grads(fn, args, outs, grad_out, device) -> dict:
     leaves = {f"input:{i}": a for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad}
+    leaves.update({f"input:{i}.{j}": t for i, a in enumerate(args) if isinstance(a, tuple)  # a cache's or state's parts
+                   for j, t in enumerate(a) if isinstance(t, torch.Tensor) and t.requires_grad})
     if isinstance(fn, torch.nn.Module):
         leaves.update({f"param:{n}": p for n, p in fn.named_parameters()})
     loss = sum((o * g.to(device=device, dtype=o.dtype)).sum() for o, g in zip(outs, grad_out) if g is not None)

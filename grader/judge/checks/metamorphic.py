@@ -1,9 +1,10 @@
 """Check metamorphic: relations between two calls that the contract implies, whatever the reference computes.
 
 A relation zeroes some columns of the module's weights in both calls, changes one argument (or one part of a tuple
-argument, a recurrent state) in the second, and says whether the outputs it names must stay the same (that input
-reaches them only through those columns) or must change (the input is used at all). Both calls are also compared
-with the reference. A spec declares its relations: the order of a concatenation, and what is fed forward, are proven
+argument, a recurrent state, or some positions of several arguments) in the second, and says whether the outputs it
+names must stay the same (that input reaches them only through those columns) or must change (the input is used at
+all), or which rows must change and which must not. Both calls are also compared with the reference. A spec declares
+its relations: the order of a concatenation, what is fed forward, and which keys a window lets through are proven
 this way and not only by agreeing with our own code."""
 from __future__ import annotations
 
@@ -22,9 +23,13 @@ from ...draw.scenarios import Case, base_call, make_mask, output_shapes
 
 @dataclass(frozen=True)
 class Relation:
-    """`change`: an argument's name, or "name[i]" for part i of a tuple argument; `zero(cfg)` -> {parameter name:
-    (first column, end column)} set to 0 in both calls; `same`: the outputs `compared` (all where empty) must be equal
-    (True) or must differ (False); `says`: the contract's rule, said when the relation breaks."""
+    """`change`: an argument's name, "name[i]" for part i of a tuple argument, or names joined by commas;
+    `positions(cfg)`: the positions along the changed arguments' sequence axis (-2) that change (None: all);
+    `zero(cfg)` -> {parameter name: (first column, end column)} set to 0 in both calls; `same`: the outputs `compared`
+    (all where empty) must be equal (True) or must differ (False); `rows(cfg)`: where given, a bool (Tq,) of the rows
+    (axis -2 of the outputs) that must change, every other row must stay the same; `transform(cfg, args, gen)`: where
+    given, the second call's arguments made from the first's (`change` then only names what it changes); `says`: the
+    contract's rule, said when the relation breaks."""
 
     id: str
     change: str
@@ -32,13 +37,18 @@ class Relation:
     zero: Callable = lambda cfg: {}
     same: bool = True
     compared: tuple = ()
+    positions: Callable = lambda cfg: None
+    rows: Callable | None = None
+    transform: Callable | None = None
 
 
 @dataclass(frozen=True)
 class Relations:
-    """The metamorphic check's options: its relations."""
+    """The metamorphic check's options: its relations, and `fit(cfg)`, the dims (and trailing arguments) of their
+    calls (config 0 of the first variant as drawn where not given)."""
 
     relations: tuple
+    fit: Callable = lambda cfg: cfg
 
     def __post_init__(self):
         object.__setattr__(self, "relations", tuple(r if isinstance(r, Relation) else Relation(**r)
@@ -63,24 +73,33 @@ def group_metamorphic(problem, seed):
     """Config 0 of the first variant (B = 2, prime T and S), a key padding draw and a random state: per relation, two
     calls."""
     cases = []
+    opts = options(problem, "metamorphic")
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if vi != 0 or ci != 0:
             continue
-        for rel in options(problem, "metamorphic").relations:
+        cfg = opts.fit(cfg)
+        for rel in opts.relations:
             g = gen("metamorphic", rel.id)
             call = base_call(problem, cfg, variant, g, make_mask(problem, "batch", cfg, gen("metamorphic", rel.id, "mask")))
             call = with_args(problem, call, _state(problem, cfg, g))
             for name, (lo, hi) in rel.zero({**cfg, **variant}).items():
                 call["state"][name][..., lo:hi] = 0
-            arg, part = _part(rel.change)
-            at = problem.arg_names.index(arg)
-            old = call["args"][at]
             new = list(call["args"])
-            if part is None:
+            for change in ([] if rel.transform else rel.change.split(",")):
+                arg, part = _part(change.strip())
+                at = problem.arg_names.index(arg)
+                old = call["args"][at]
+                if part is not None:
+                    new[at] = tuple(torch.randn(t.shape, generator=g, dtype=t.dtype) if i == part else t
+                                    for i, t in enumerate(old))
+                    continue
                 new[at] = torch.randn(old.shape, generator=g, dtype=old.dtype)
-            else:
-                new[at] = tuple(torch.randn(t.shape, generator=g, dtype=t.dtype) if i == part else t
-                                for i, t in enumerate(old))
+                where = rel.positions({**variant, **cfg})
+                if where is not None:  # only these positions change
+                    new[at] = old.clone()
+                    new[at][..., where, :] = torch.randn(old[..., where, :].shape, generator=g, dtype=old.dtype)
+            if rel.transform:
+                new = list(rel.transform({**variant, **cfg}, call["args"], g))
             key = lambda *rest, ci=ci, rid=rel.id: case_key("metamorphic", vi, ci, rid, *rest)  # noqa: E731
             lens = form(problem, "batch")
             cases.append(Case(key("a"), "metamorphic", variant, cfg, call, lens=lens, meta={"relation": rel.id}))
@@ -102,7 +121,9 @@ def check_metamorphic(ctx):
         before, after = ctx.outputs(pair["a"]), ctx.outputs(pair["b"])
         names = rel.compared or ctx.problem.outputs
         compared = [(n, g, e) for n, g, e in zip(ctx.problem.outputs, after, before) if n in names]
-        if rel.same:
+        if rel.rows is not None:
+            _rows(ctx, pair["b"], rel, compared, tol)
+        elif rel.same:
             bad = next((b for b in (mismatch(n, g, e, tol) for n, g, e in compared) if b), None)
             if bad:
                 ctx.fail(pair["b"], f"{rel.says}\nthe call before {rel.change} was changed and this one differ: {bad}")
@@ -111,6 +132,19 @@ def check_metamorphic(ctx):
     for pair in pairs.values():
         for case in pair.values():
             compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tol)
+
+
+def _rows(ctx, case, rel, compared, tol) -> None:
+    """Each row that must change differs somewhere, and every other row is the same, in each compared output."""
+    moves = rel.rows({**case.variant, **case.cfg})
+    for name, got, before in compared:
+        for i, must in enumerate(moves.tolist()):
+            bad = mismatch(f"{name}[..., {i}, :]", got[..., i, :], before[..., i, :], tol)
+            if must and bad is None:
+                ctx.fail(case, f"{rel.says}\nchanging {rel.change} left row {i} of {name} as it was; it must change")
+            if not must and bad:
+                ctx.fail(case, f"{rel.says}\nchanging {rel.change} changed row {i} of {name}, which must stay the same:"
+                         f" {bad}")
 
 
 def _needs(p):
