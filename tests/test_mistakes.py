@@ -140,6 +140,7 @@ def test_the_shape_of_the_error_is_described(tmp_path, tail, sentence):
     assert parity.status == "failed" and sentence in parity.message
 
 
+@pytest.mark.slow  # grades every catalogued mistake of every problem: the slow suite's (the README's samples a third)
 @pytest.mark.parametrize("problem", all_problems(), ids=lambda p: p.id)
 def test_every_check_fails_some_catalogued_mistake(graded, problem):
     """No check that can never fail: each CPU check of the problem catches at least one mistake."""

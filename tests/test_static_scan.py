@@ -317,7 +317,7 @@ def test_the_check_is_where_the_worker_enforces_a_contract():
     assert {p.id for p in all_problems() if "capabilities" in p.points} == {
         "scaled_dot_product_attention", "multihead_attention", "flash_attention", "attention_backward",
         "grouped_query_attention", "causal_self_attention", "chunked_additive_attention", "cross_attention",
-        "sliding_window_attention", "paged_attention"}
+        "sliding_window_attention", "paged_attention", "latent_attention"}
 
 
 def test_what_each_contract_refuses():

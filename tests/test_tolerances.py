@@ -85,7 +85,7 @@ def _decoder_scores(case, args, state) -> float:
     return (q @ k.transpose(-2, -1) / d ** 0.5).abs().max().item()
 
 
-SOFTMAX_SPIED = ("attentional_decoder", "cross_attention", "paged_attention")
+SOFTMAX_SPIED = ("attentional_decoder", "cross_attention", "paged_attention", "latent_attention")
 """References whose scores are read at their torch.softmax: a recurrence (the decoder scores with each step's h_t) or
 a cache of projected keys, or a paged cache, which the test would otherwise compute again."""
 

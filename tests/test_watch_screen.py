@@ -132,7 +132,7 @@ def test_watch_redraws_one_screen_and_tells_a_syntax_error_from_a_stub(watch):
     _table_on_top(passed)
     assert "luong_attention: passed (18/18 points)" in passed
     after = ORDER[ORDER.index("luong_attention") + 1]  # the next problem in the track
-    assert any(line.startswith(f"luong_attention passes. Next: {after}") for line in passed)
+    assert any(line.startswith(f"luong_attention passes. Next: {after}") for line in passed), "\n".join(passed)
     assert not any("attnkit hint luong_attention" in line for line in passed)  # no hint for a solved problem
     assert sum(bool(re.match(r"luong_attention +passed +18/18$", line)) for line in passed) == 1  # its row, once
 

@@ -103,11 +103,11 @@ def screen(whole: Report, current: str, impl: Path, colour: bool, rows: int, foo
     labels = {current: "syntax error"} if syntax_error(impl / f"{current}.py") else None
     top = "\n".join([table(whole, colour=colour, checks=False, labels=labels),
                      progress(whole, colour=colour)]).splitlines() + [""]
-    below = "\n".join([*_current(impl, results[current], colour), _next_line(current, results)]).splitlines()
-    room = max(rows - len(top) - len(footer), 3)
+    below = "\n".join(_current(impl, results[current], colour)).splitlines()
+    room = max(rows - len(top) - len(footer) - 1, 2)  # the last row is kept for what to do next
     if len(below) > room:
         below = below[: room - 1] + [f"... ({len(below) - room + 1} more lines: `pytest -k {current}` shows them all)"]
-    return "\n".join(top + below + footer)
+    return "\n".join(top + below + [_next_line(current, results)] + footer)
 
 
 def cmd_watch(args) -> int:
