@@ -280,12 +280,15 @@ def _name_mistakes(problem, ctx, failing) -> None:
 
     try:
         named = diagnose(problem, ctx, failing)
-        seen = evidence(problem, ctx) if None in named.values() else []
     except Exception:  # noqa: BLE001 - a diagnosis bug must never change a grade
         tail = traceback.format_exc().strip().splitlines()[-1]
         for c in failing:
             c.message += f"\n(the mistake diagnosis failed internally: {tail}; please report it)"
         return
+    try:  # the evidence is said where no mistake is named: its own failure must not cost the names found
+        seen = evidence(problem, ctx) if None in named.values() else []
+    except Exception:  # noqa: BLE001
+        seen = [f"(the evidence could not be read: {traceback.format_exc().strip().splitlines()[-1]}; please report it)"]
     for c in failing:  # a named mistake's block is shown once per problem by the reports (report/feedback.py)
         c.mistake = named.get(c.id)
         if c.mistake is None:

@@ -96,8 +96,8 @@ def test_paged_memory_calls_keep_the_contract_s_conditions():
 
 
 def test_nan_in_unused_storage_fails_code_that_masks_after_the_values(tmp_path):
-    """Masking the scores but multiplying every slot's value (0 * NaN) is right on finite garbage: only the NaN and inf
-    relation catches it, and it must."""
+    """Masking the scores but multiplying every slot's value (0 * NaN) is right on finite garbage: the drawn caches hold
+    NaN in unused slots, so every check that compares values catches it, and the NaN and inf relation too."""
     source = (SOLUTIONS / "paged_attention.py").read_text()
     wrong = source.replace("v = v_cache[blocks].reshape(-1, Hkv, dv)[:n]",
                            "v = v_cache[blocks].reshape(-1, Hkv, dv)\n"
@@ -108,7 +108,7 @@ def test_nan_in_unused_storage_fails_code_that_masks_after_the_values(tmp_path):
     assert wrong != source
     report = grade_shared(make_impl(tmp_path, {"paged_attention.py": wrong}), ["paged_attention"])
     failing = {c.id for c in report.problem("paged_attention").checks if c.status == "failed"}
-    assert failing == {"metamorphic"}, failing
+    assert {"metamorphic", "parity_float64", "oracle", "gradients"} <= failing, failing
 
 
 def test_latent_memory_calls_keep_the_contract_s_conditions():

@@ -35,6 +35,14 @@ MISTAKES = (
                     "computed. Caching un-rotated keys gives a cache other decoders cannot use and re-rotates all P+T "
                     "keys at every step.",
             hint="Rotate k for the new positions before concatenating it to the cache."),
+    Mistake("cache_keys_unrotated", "the new keys returned in the cache before RoPE (the attention itself uses them "
+            "rotated)",
+            ((ROPE_K, "k_raw, k = k, apply_rope(k, positions, base=self.rope_base)"),
+             (RETURN, RETURN.replace("(k, v)", "(k_raw if cache is None else torch.cat((cache[0], k_raw), dim=-2), v)"))),
+            explain="The contract's cache holds rotated keys: a later call uses the cached keys as they are and rotates "
+                    "only its new tokens. Keys cached before RoPE (Mistral's reference code keeps them so) are scored "
+                    "unrotated at every later step.",
+            hint="Return the rotated keys: k = apply_rope(k_new, positions); cache = (cat(past_k, k), cat(past_v, v))."),
     Mistake('cache_order', 'new keys and values concatenated in front of the cache instead of after it',
             (('k = torch.cat((cache[0], k), dim=-2)', 'k = torch.cat((k, cache[0]), dim=-2)'), ('v = torch.cat((cache[1], v), dim=-2)', 'v = torch.cat((v, cache[1]), dim=-2)')),
             explain="The cache holds positions 0..P-1 and the new tokens are P..P+T-1: they go after it. Put first, every key sits at the wrong position, so the causal mask (bottom right) and the next call's cache are wrong.",

@@ -21,8 +21,10 @@ MISTAKES = (
                     "order and, past the first block, other tokens (and unused slots) altogether.",
             hint="k = k_cache[block_tables[b, :nb]].reshape(nb * block_size, Hkv, d)[:n]: blocks in table order, "
                  "slots in order inside each."),
-    Mistake("mask_after_values", "unused slots masked after the values were multiplied in (0 * NaN is NaN)",
-            ((K, "k = k_cache[blocks].reshape(-1, Hkv, d)"), (V, "v = v_cache[blocks].reshape(-1, Hkv, dv)"),
+    Mistake("mask_after_values", "the whole table gathered and its unused slots masked after the values were multiplied "
+            "in (0 * NaN is NaN)",
+            ((BLOCKS, "blocks = block_tables[b].long() if n else block_tables[b, :0].long()"),
+             (K, "k = k_cache[blocks].reshape(-1, Hkv, d)"), (V, "v = v_cache[blocks].reshape(-1, Hkv, dv)"),
              (SCORES, 'scores = (torch.einsum("hgd,nhd->hgn", q, k) / d**0.5).masked_fill('
                       'torch.arange(k.shape[0], device=k.device) >= n, float("-inf"))')),
             explain="The slots past context_lens in the last block may hold anything, NaN and inf included (freed "
@@ -87,18 +89,22 @@ def _fit(cfg, variant):
 
 
 def _lens(cfg, gen) -> list:
-    """Sequence lengths: the first a full table; the last 0 when B >= 3; "padded": the others short."""
+    """Sequence lengths: the first a full table, the second ending inside a block; the last 0 when B >= 3; "padded":
+    the others short."""
     B, full = cfg["B"], cfg["max_blocks"] * cfg["block_size"]
     if cfg.get("lens") == "padded":  # one sequence much longer than the others (the memory calls)
         return [full] + [1 + (3 * b) % (2 * cfg["block_size"]) for b in range(1, B)]
     lens = [full] + torch.randint(1, full + 1, (B - 1,), generator=gen).tolist()
+    if B >= 2 and cfg["block_size"] > 1 and lens[1] % cfg["block_size"] == 0:
+        lens[1] -= 1  # the second sequence ends inside a block: its last block has unused slots, read by no one
     return lens[:-1] + [0] if B >= 3 else lens
 
 
 def _inputs(cfg, gen):
     """queries (B, Hq, d); caches of N_blocks blocks (two more than the sequences need, free), each sequence's blocks
-    at random places; table entries past a sequence's last block name random blocks; unused slots hold values ~100
-    times larger than the used ones."""
+    at random places, the first two sequences sharing their first block where both fill two; table entries past a
+    sequence's last block name random blocks; unused slots hold NaN (a third of them) or values ~100 times larger
+    than the used ones: every check, gradients included, sees storage that must not be read."""
     B, Hq, Hkv, d, dv, bs = cfg["B"], cfg["Hq"], cfg["Hkv"], cfg["dq"], cfg["dv"], cfg["block_size"]
     lens = _lens(cfg, gen)
     needed = [(n + bs - 1) // bs for n in lens]
@@ -109,11 +115,14 @@ def _inputs(cfg, gen):
     for b, nb in enumerate(needed):
         tables[b, :nb] = places[at:at + nb]
         at += nb
+    if B >= 2 and min(needed[:2]) >= 2 and cfg.get("lens") != "padded":  # a shared prefix: sequence 1's first block
+        tables[1, 0] = tables[0, 0]  # is sequence 0's (its own is left free)
     used = _used(tables, lens, N, bs)
     caches = []
     for width in (d, dv):
         c = torch.randn(N, bs, Hkv, width, generator=gen, dtype=torch.float64)
-        caches.append(torch.where(used[:, :, None, None], c, 100 * c))
+        junk = torch.where(torch.arange(N * bs).view(N, bs, 1, 1) % 3 == 0, float("nan"), 100 * c)  # NaN in a third
+        caches.append(torch.where(used[:, :, None, None], c, junk))
     index = getattr(torch, cfg.get("index", "int64"))
     q = torch.randn(B, Hq, d, generator=gen, dtype=torch.float64)
     return [q, *caches, tables.to(index), torch.tensor(lens, dtype=index)]

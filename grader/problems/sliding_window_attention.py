@@ -123,17 +123,20 @@ def _oracle(call):
 
 
 def _memory_fit(cfg):
-    """Tq = Tk = 83 >= 4*L*(window + num_sinks + block_size) with L <= 2, Tq > d = dv = 8 > 1 + block/(window + sinks)."""
-    return {**cfg, "B": 2, "H": 1, "Tq": 83, "Tk": 83, "dq": 8, "dk": 8, "d": 8, "dv": 8,
-            "window": 4, "num_sinks": 2, "block_size": 4}
+    """Tq = Tk = 563 >= 4*L*(window + num_sinks + block_size) with L <= 2 for every memory call, Tq > d = dv = 12 >
+    1 + block_size/(window + num_sinks); a seeded small block (3 to 7, from the drawn dv) besides the default 64."""
+    return {**cfg, "B": 2, "H": 1, "Tq": 563, "Tk": 563, "dq": 12, "dk": 12, "d": 12, "dv": 12,
+            "window": 4, "num_sinks": 2, "block_size": 4, "small_block": 3 + cfg["dv"] % 5}
 
 
 def _memory(cfg, args):
-    """Windows of 4 keys, with 2 sinks and without: max(S, L*Tq*(window + num_sinks + block_size)) elements."""
+    """Windows of 4 keys with 2 sinks and of 6 without, in seeded small blocks, and the default blocks of 64:
+    max(S, L*Tq*(window + num_sinks + block_size)) elements."""
     L = args[0].numel() // (cfg["Tq"] * cfg["dq"])
     S = max(max(a.numel() for a in args[:3]), L * cfg["Tq"] * cfg["dv"])
-    return [({"window": w, "num_sinks": s, "block_size": 4}, max(S, L * cfg["Tq"] * (w + s + 4)))
-            for w, s in ((4, 2), (6, 0))]
+    b = cfg["small_block"]
+    return [({"window": w, "num_sinks": s, "block_size": block}, max(S, L * cfg["Tq"] * (w + s + block)))
+            for w, s, block in ((4, 2, b), (6, 0, b), (4, 2, 64))]
 
 
 BACKSTOP = {
