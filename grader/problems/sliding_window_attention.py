@@ -123,9 +123,9 @@ def _oracle(call):
 
 
 def _memory_fit(cfg):
-    """Tq = Tk = 563 >= 4*L*(window + num_sinks + block_size) with L <= 2 for every memory call, Tq > d = dv = 12 >
+    """Tq = Tk = 283 >= 4*L*(window + num_sinks + block_size) with L = 1 for every memory call, Tq > d = dv = 12 >
     1 + block_size/(window + num_sinks); a seeded small block (3 to 7, from the drawn dv) besides the default 64."""
-    return {**cfg, "B": 2, "H": 1, "Tq": 563, "Tk": 563, "dq": 12, "dk": 12, "d": 12, "dv": 12,
+    return {**cfg, "B": 1, "H": 1, "Tq": 283, "Tk": 283, "dq": 12, "dk": 12, "d": 12, "dv": 12,
             "window": 4, "num_sinks": 2, "block_size": 4, "small_block": 3 + cfg["dv"] % 5}
 
 
