@@ -17,6 +17,7 @@ from attnkit.problems import all_problems, get
 SAMPLE = 5  # mutants per problem in CI, drawn with the seed below
 
 
+@pytest.mark.slow  # five mutants of every reference graded: the slow suite's (`attnkit dev mutants` grades them all)
 @pytest.mark.parametrize("problem", all_problems(), ids=lambda p: p.id)
 def test_a_seeded_sample_of_mutants_is_killed_or_listed(problem):
     result = run([problem], DEFAULT_SEED, sample=SAMPLE, sample_seed=2026)[problem.id]
