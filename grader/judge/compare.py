@@ -104,7 +104,7 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if not a.is_floating_point():
         return torch.equal(a, b)
-    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(torch.isnan(a), torch.isnan(b)) \
+    return torch.equal(torch.isnan(a), torch.isnan(b)) \
         and torch.equal(a.nan_to_num(0.0, 0.0, 0.0), b.nan_to_num(0.0, 0.0, 0.0)) \
         and torch.equal(torch.isinf(a), torch.isinf(b)) and torch.equal(torch.isinf(a) & (a > 0), torch.isinf(b) & (b > 0))
 
