@@ -122,10 +122,12 @@ def _arity(returns: str) -> int:
 
 
 def shared_sections(text: str) -> dict[int, tuple[str, str]]:
-    """{number: (heading's code span, section body)} of the contract's numbered sections."""
-    parts = re.split(r"^## (\d+)\. `([^`]+)`.*$", text, flags=re.M)
-    return {int(parts[i]): (parts[i + 1], re.split(r"^## ", parts[i + 2], flags=re.M)[0])
-            for i in range(1, len(parts), 3)}
+    """{number: (heading's code span, or its title where it has none ("ALiBi"), section body)} of the contract's
+    numbered sections."""
+    heads = list(re.finditer(r"^## (\d+)\. (?:`([^`]+)`.*|(.+))$", text, flags=re.M))
+    ends = [h.start() for h in heads[1:]] + [len(text)]
+    return {int(h.group(1)): (h.group(2) or h.group(3).strip(), re.split(r"^## ", text[h.end():end], flags=re.M)[0])
+            for h, end in zip(heads, ends)}
 
 
 SIG = r"{name}\(([^()]*(?:\([^()]*\)[^()]*)*)\)(?:\s*->\s*(\([^`]*\)|\w+))?"
@@ -140,7 +142,8 @@ def disagreements(shared: str) -> list[str]:
     sections = shared_sections(shared)
     ours = section_ids((ROOT / "docs" / "contract.md").read_text())[0]
     for p in all_problems():
-        found = [(n, head, body) for n, (head, body) in sections.items() if re.match(rf"{p.symbol}\(", head)]
+        found = [(n, head, body) for n, (head, body) in sections.items()
+                 if (head == p.title if p.companions else re.match(rf"{p.symbol}\(", head))]
         if len(found) != 1:
             out.append(f"{p.id}: {len(found)} sections of the shared contract define {p.symbol}")
             continue
@@ -148,6 +151,14 @@ def disagreements(shared: str) -> list[str]:
         if p.id in ours and ours.index(p.id) + 1 != number:
             out.append(f"{p.id}: section {ours.index(p.id) + 1} of docs/contract.md, {number} of the shared contract")
         calls = [(p.methods[0], head)]
+        if p.companions:  # a file of several functions: each one's signature in code in the section's body
+            calls = []
+            for method in p.methods:
+                line = re.search(r"`(" + SIG.format(name=re.escape(_name(method))) + ")`", body)
+                if not line:
+                    out.append(f"{p.id}: the shared contract's section {number} gives no signature of {_name(method)}")
+                    continue
+                calls.append((method, line.group(1)))
         if p.is_module:
             forward = re.search(r"`(" + SIG.format(name="forward") + ")`", body)
             if not forward:  # "forward has the same signature ... as `Other.forward`"
@@ -178,10 +189,11 @@ def disagreements(shared: str) -> list[str]:
         if row is None or p.symbol not in row:
             out.append(f"{p.id}: the shared contract's file table has {row!r} for {p.id}.py, not {p.symbol}")
         elif not p.is_module:
-            theirs = re.search(SIG.format(name=re.escape(p.symbol)), row)
-            kit_params = re.fullmatch(r"\s*def\s+\w+\((.*)\)\s*:\s*", p.methods[0].signature).group(1)
-            if not theirs or _params(theirs.group(1)) != _params(kit_params):
-                out.append(f"{p.id}: the shared contract's file table has {row}, the kit {p.symbol}({kit_params})")
+            for method in p.methods:
+                theirs = re.search(SIG.format(name=re.escape(_name(method))), row)
+                kit_params = re.fullmatch(r"\s*def\s+\w+\((.*)\)\s*:\s*", method.signature).group(1)
+                if not theirs or _params(theirs.group(1)) != _params(kit_params):
+                    out.append(f"{p.id}: the shared contract's file table has {row}, the kit {_name(method)}({kit_params})")
     return out
 
 

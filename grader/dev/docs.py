@@ -91,7 +91,7 @@ def render_checks(text: str) -> str:
 
 
 def _name(method: Method) -> str:
-    return method.signature.split("(")[0].replace("def ", "").strip()
+    return method.name
 
 
 def _params(method: Method) -> str:
@@ -124,6 +124,11 @@ def signature(problem: Problem) -> str:
     return f"{_name(first)}({_params(first)}){_returns(first)}"
 
 
+def heading(problem: Problem) -> str:
+    """A section's heading: the signature in code, or the title of a file of several functions (as "ALiBi")."""
+    return f"`{signature(problem)}`" if problem.is_module or not problem.companions else problem.title
+
+
 def _method_text(method: Method, heading: str = "") -> list[str]:
     out = ([heading, ""] if heading else []) + ["```text", method.statement.strip(), "```", ""]
     if method.args:
@@ -136,12 +141,15 @@ def _method_text(method: Method, heading: str = "") -> list[str]:
 
 
 def contract_section(number: int, problem: Problem) -> str:
-    out = [f"## {number}. `{signature(problem)}`", ""]
+    out = [f"## {number}. {heading(problem)}", ""]
     lib = "NumPy only (the module must not import torch)" if returns_arrays(problem) else "torch"
-    out += [f"File `{problem.id}.py`, which defines `{problem.symbol}` ({lib}); the spec is "
+    defines = " and ".join(f"`{m.name}`" for m in problem.companions + (problem.methods[-1],)) if not problem.is_module \
+        else f"`{problem.symbol}`"
+    out += [f"File `{problem.id}.py`, which defines {defines} ({lib}); the spec is "
             f"`grader/problems/{problem.id}.py`, the stub `exercises/{problem.id}.py`.", ""]
     if problem.is_module:
         out += [f"`class {problem.symbol}(nn.Module)`: {problem.class_doc}", ""]
+    if problem.is_module or problem.companions:
         for method in problem.methods:
             head = f"`{_name(method)}({_params(method)}){_returns(method)}`"
             out += _method_text(method, f"### {head}")
@@ -164,7 +172,8 @@ def contract_section(number: int, problem: Problem) -> str:
 def files_table() -> str:
     rows = ["| module file | defines |", "|---|---|"]
     for p in all_problems("en"):
-        kind = f"`class {p.symbol}(nn.Module)`" if p.is_module else f"`{signature(p)}`"
+        kind = f"`class {p.symbol}(nn.Module)`" if p.is_module else ", ".join(
+            f"`{_name(m)}({_params(m)})`" if p.companions else f"`{signature(p)}`" for m in p.methods)
         rows.append(f"| `{p.id}.py` | {kind}{' (NumPy)' if returns_arrays(p) else ''} |")
     return "\n".join(rows)
 

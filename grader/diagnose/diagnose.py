@@ -70,7 +70,7 @@ def candidates(problem, failing_deps=()):
 def _tol(case, key=None):
     if case.tol is not None:
         return case.tol
-    return tolerance(case.call.get("dtype", "float64"), grad=bool(key))
+    return tolerance(case.call.get("dtype") or "float64", grad=bool(key))
 
 
 def same(case, a: Answer | None, b: Answer | None) -> bool | None:
@@ -88,7 +88,7 @@ def same(case, a: Answer | None, b: Answer | None) -> bool | None:
         return False
     if _over(case, a) != _over(case, b):  # memory: both within the bound, or both over it by the same tensor (over
         return False  # by another one, a full boolean mask against full float scores, reproduces closely at best)
-    if _over(case, a) and a.extra["peak"]["elements"] != b.extra["peak"]["elements"]:
+    if _over(case, a) and _peak(a) != _peak(b):
         return False
     runs = zip(a.runs, b.runs)
     for run_a, run_b in runs:
@@ -266,6 +266,11 @@ def _over(case, answer) -> bool | None:
     return elements is not None and elements > case.meta["allowed"]
 
 
+def _peak(answer):
+    """The element count of the largest tensor a measured call allocated (None where not measured)."""
+    return (answer.extra.get("peak") or {}).get("elements")
+
+
 def _run_variant(case, rid, target, cache):
     key = (rid, case.key)
     if key not in cache:
@@ -301,7 +306,8 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
             agree = agree and _dtypes(got) == _dtypes(variant) if agree is not None else None
         if wrong and not agree:  # close values explain nothing where the side effects or the dtypes differ
             if case.must_raise or bool(got.changed) != bool(variant.changed) or _dtypes(got) != _dtypes(variant) \
-                    or _over(case, got) != _over(case, variant) or not _close_to(got, variant, ctx.ref.get(case.key)):
+                    or _over(case, got) != _over(case, variant) or (_over(case, got) and _peak(got) != _peak(variant)) \
+                    or not _close_to(got, variant, ctx.ref.get(case.key)):
                 return None
             agree, exact = True, False  # reproduced closely, not exactly
         evidence += bool(wrong and agree)
@@ -321,8 +327,9 @@ def _wrong(ctx, case, got) -> bool:
             wrong = _ctor_error_result(got) != "ValueError"
         else:
             expected, dtypes = ctx.ref.get(case.key), _dtypes(got)
+            want = case.call.get("dtype", "float64")  # None: the call lets the function choose (judged by its check)
             wrong = expected is None or not same(case, got, expected) or (
-                dtypes is not None and dtypes != [case.call.get("dtype", "float64")] * len(dtypes))
+                dtypes is not None and want is not None and dtypes != [want] * len(dtypes))
         ctx.scratch[key] = wrong
     return ctx.scratch[key]
 

@@ -6,13 +6,30 @@ import torch
 from ..model.spec import Problem
 
 
+def called(call: dict) -> tuple[str | None, bool]:
+    """(the function a call runs where it is not the problem's own: None, or its name; whether it is stepped over
+    positions): the companion and steps hooks name it."""
+    hooks = call.get("hooks") or {}
+    symbol = (hooks.get("companion") or hooks.get("steps") or {}).get("symbol")
+    return symbol, "steps" in hooks and symbol is not None
+
+
+def arg_names(problem: Problem, call: dict) -> list[str]:
+    """The names of the arguments of the function the call runs (a side effect is reported by argument position)."""
+    return [a.name for a in problem.method(called(call)[0]).args]
+
+
 def call_text(problem: Problem, case) -> str:
     call = case.call
-    forward = problem.methods[-1]
+    symbol, stepped = called(call)
+    forward = problem.method(symbol)
     parts = [f"{arg.name}={_value(a, arg.doc)}" for arg, a in zip(forward.args, call.get("args", []))]
     where = "" if call.get("device", "cpu") == "cpu" else f" on {call['device']}"
+    if stepped:
+        return (f"{symbol} at each position in turn, each step given the state the previous one returned, over "
+                f"({', '.join(parts)}){where}")
     if not problem.is_module:
-        return f"{problem.symbol}({', '.join(parts)}){where}"
+        return f"{symbol or problem.symbol}({', '.join(parts)}){where}"
     mode = "train()" if call.get("train") else "eval()"
     return f"{ctor_text(problem, call['ctor'])}.{mode}({', '.join(parts)}){where}"
 

@@ -107,6 +107,10 @@ def base_call(problem, cfg, variant, gen, lens, *, dtype="float64", grad=False) 
         "n_out": len(problem.outputs),
         "structure": output_structure(problem),
     }
+    frozen = [i for i, a in enumerate(problem.args) if a.role == "scalar" and i < len(args)
+              and isinstance(args[i], torch.Tensor)]
+    if frozen:  # a setting given as a tensor: the contract asks no gradient of it
+        call["frozen"] = frozen
     if grad:
         call["grad_out"] = [None if out.role == "lse" else torch.randn(*s, generator=gen, dtype=torch.float64)
                             for out, s in zip(problem.returns, output_shapes(problem, cfg))]  # lse need not be differentiable
@@ -117,12 +121,13 @@ def _same_value(a, b) -> bool:
     return not isinstance(a, torch.Tensor) and type(a) is type(b) and a == b
 
 
-def output_structure(problem: Problem) -> list[int] | None:
-    """The outputs' nesting as group sizes: consecutive outputs with role "cache" form one tuple, (k, v).
-    None when every output stands alone."""
+def output_structure(problem: Problem, method=None) -> list[int] | None:
+    """The outputs' nesting as group sizes (of the call's own function, or of `method`): consecutive outputs with role
+    "cache" form one tuple, (k, v). None when every output stands alone."""
     sizes: list[int] = []
-    for i, out in enumerate(problem.returns):
-        if out.role == "cache" and i and problem.returns[i - 1].role == "cache":
+    returns = (method or problem.methods[-1]).returns
+    for i, out in enumerate(returns):
+        if out.role == "cache" and i and returns[i - 1].role == "cache":
             sizes[-1] += 1
         else:
             sizes.append(1)

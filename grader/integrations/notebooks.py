@@ -65,10 +65,24 @@ def _bodies(source: str) -> dict[str, list[str]]:
     return out
 
 
+def _helpers(reference: str, names: set) -> list[str]:
+    """The reference's module-level functions the stub does not have (a private `_phi`), whole, in order."""
+    lines = reference.splitlines()
+    out = []
+    for node in ast.parse(reference).body:
+        if isinstance(node, ast.FunctionDef) and node.name not in names:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            out += lines[first - 1: node.end_lineno] + ["", ""]
+    return out
+
+
 def splice(stub: str, reference: str, regions: bool = True) -> str:
-    """Replace each stub method's `raise NotImplementedError` by the reference's body."""
+    """Replace each stub method's `raise NotImplementedError` by the reference's body; the reference's own helper
+    functions go before the stub's first function (in a solution region of their own)."""
     bodies, lines = _bodies(reference), stub.splitlines()
     targets = [(name, f.body[-1]) for name, f in _functions(stub)]
+    helpers = _helpers(reference, {name for name, _ in targets})
+    bodies = {name: body for name, body in bodies.items() if name in {n for n, _ in targets} or "." in name}
     if {name for name, _ in targets} != set(bodies):
         raise ValueError(f"the reference defines {sorted(bodies)}, the stub {sorted(n for n, _ in targets)}")
     for name, stmt in sorted(targets, key=lambda t: -t[1].lineno):  # bottom-up keeps line numbers valid
@@ -76,6 +90,10 @@ def splice(stub: str, reference: str, regions: bool = True) -> str:
         new = (([f"{indent}### BEGIN SOLUTION"] if regions else []) + bodies[name]
                + ([f"{indent}### END SOLUTION"] if regions else []))
         lines[stmt.lineno - 1: stmt.end_lineno] = new
+    if helpers:
+        first = min(f.lineno for _, f in _functions(stub)) - 1
+        lines[first:first] = (["### BEGIN SOLUTION"] if regions else []) + helpers[:-2] + (
+            ["### END SOLUTION"] if regions else []) + ["", ""]
     return "\n".join(lines)
 
 

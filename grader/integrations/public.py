@@ -24,28 +24,30 @@ def cases(problem) -> list[dict]:
         cfg = problem.fit(dict(FIXED), variant)
         ctor = problem.ctor_call(cfg, variant) if problem.is_module else None
         mask = rule(problem).example(problem, cfg)
+        inputs = problem.inputs(cfg, torch.Generator().manual_seed(0))
         out.append({
             "id": problem.id + "".join(f"-{v}" for v in variant.values()),
             "module": problem.id, "symbol": problem.symbol,
             "ctor": None if ctor is None else (ctor["args"], ctor["kwargs"]),
-            "inputs": [_shape(t) for t in problem.inputs(cfg, torch.Generator().manual_seed(0))],
+            "inputs": [_shape(t) for t in inputs],
             "weights_at": problem.weights_index,
             "row_sums": any(checks[c].rows_sum_to_one for c in problem.points),  # as the hidden checks (not local-p)
             "outputs": output_shapes(problem, cfg),
             "mask": mask, "trailing": list(problem.trailing(cfg)), "numpy": returns_arrays(problem),
-            "keep": _keep(problem, cfg, mask),
+            "keep": _keep(problem, cfg, mask, {"args": inputs + [mask]}),
         })
     return out
 
 
-def _keep(problem, cfg, mask):
+def _keep(problem, cfg, mask, call):
     """The allowed keys laid out against the weights, where the mask rule lays a mask out in a way the mask's own
     shape does not say (a (B, Tk) key padding mask): nested lists, else None (the public check derives them)."""
+    r = rule(problem)
     if mask is None or problem.weights_index is None or isinstance(mask, (bool, int, float)) \
-            or not getattr(rule(problem), "laid_out", False):
+            or not (r.laid_out or r.flagged):
         return None
     shape = output_shapes(problem, cfg)[problem.weights_index]
-    return rule(problem).allowed(problem, cfg, torch.tensor(mask)).expand(shape).tolist()
+    return r.allowed(problem, cfg, torch.tensor(mask), call).expand(shape).tolist()
 
 
 def _shape(t):
@@ -54,6 +56,8 @@ def _shape(t):
         return {"none": True}
     if isinstance(t, tuple):
         return {"tuple": [tuple(x.shape) for x in t]}
+    if isinstance(t, (bool, int, float)):  # a setting (ALiBi's is_causal)
+        return {"scalar": t}
     return tuple(t.shape) if t.is_floating_point() else {"values": t.tolist()}
 
 

@@ -71,14 +71,15 @@ def _refused(problem, case, res, numpy: bool) -> str | None:
     runs = res.get("outputs")
     if runs is None:
         return None if call.get("construct") or case.group in grader_groups() else "nothing came back"
-    n_out, repeat = call.get("n_out", len(problem.outputs)), call.get("repeat", 1)
+    names = call.get("names") or problem.outputs  # a call of another function names its own outputs
+    n_out, repeat = call.get("n_out", len(names)), call.get("repeat", 1)
     if not isinstance(runs, list) or len(runs) != repeat or not all(isinstance(r, list) for r in runs) \
             or not isinstance(res.get("devices", []), list):
         return "the outputs came back in a form the grader cannot read"
     for run in runs:
         if len(run) != n_out:
-            return f"{len(run)} outputs came back, expected {n_out} ({', '.join(problem.outputs)})"
-        for name, t in zip(problem.outputs, run):
+            return f"{len(run)} outputs came back, expected {n_out} ({', '.join(names)})"
+        for name, t in zip(names, run):
             why = _not_float(t, want, numpy)
             if why:
                 return f"returned {name} as {why}"
@@ -168,7 +169,7 @@ class Context:
         got = self.raw_outputs(case, run)
         expected = self.ref[case.key].runs[run] if case.key in self.ref else None
         shapes = [tuple(e.shape) for e in expected] if expected else output_shapes(self.problem, case.cfg)
-        for name, g, shape in zip(self.problem.outputs, got, shapes):
+        for name, g, shape in zip(case.call.get("names") or self.problem.outputs, got, shapes):
             if tuple(g.shape) != shape:
                 self.fail(case, f"{name} has shape {tuple(g.shape)}, expected {shape}")
         return got

@@ -22,12 +22,14 @@ def call_fixed(target, ctor, input_shapes, mask, trailing=(), numpy=False):
 
 def _input(spec):
     """A shape -> seeded float64 values; {"values": integers} -> those; {"none": True} -> None;
-    {"tuple": [shape, ...]} -> a tuple of seeded float64 tensors (a cache)."""
+    {"tuple": [shape, ...]} -> a tuple of seeded float64 tensors (a cache); {"scalar": value} -> that setting."""
     if isinstance(spec, dict):
         if spec.get("none"):
             return None
         if "tuple" in spec:
             return tuple(torch.randn(*s, dtype=torch.float64) for s in spec["tuple"])
+        if "scalar" in spec:
+            return spec["scalar"]
         return torch.tensor(spec["values"])
     return torch.randn(*spec, dtype=torch.float64)
 

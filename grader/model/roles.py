@@ -14,7 +14,8 @@ ARG_ROLES = {
     "parameter": "a weight passed as an argument",
     "positions": "integer positions of the rows",
     "cache": "keys and values of earlier positions",
-    "scalar": "a number or a setting",
+    "scalar": "a number or a setting (a tensor of settings too: no gradient is asked of it)",
+    "flag": "a setting that the mask rule reads beside the masking argument (is_causal next to a mask)",
     "config": "a constructor argument",
 }
 """The roles an argument can play: checks find arguments by role, never by name."""

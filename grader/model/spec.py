@@ -61,6 +61,11 @@ class Method:
         object.__setattr__(self, "args", tuple(Arg(*a) for a in self.args))
         object.__setattr__(self, "returns", tuple(Out(*r) for r in self.returns))
 
+    @property
+    def name(self) -> str:
+        """The function's name, from its signature line."""
+        return self.signature.split("(", 1)[0].replace("def ", "").strip()
+
 
 @dataclass(frozen=True)
 class Mistake:
@@ -81,7 +86,9 @@ class Problem:
     symbol: str  # what the module must define
     points: dict[str, int]  # check id -> points; the checks a problem has are these keys
     hints: tuple[str, ...]
-    methods: tuple[Method, ...]  # function: one; module: __init__ then forward
+    # a function problem: its functions, the graded one (`symbol`) last, those it builds on before it (alibi_slopes,
+    # then alibi_attention); a module: __init__, then its methods, forward last
+    methods: tuple[Method, ...]
     class_doc: str = ""  # module problems: the class docstring
     imports: str = "import torch\n"
     ctor: Callable | None = None  # cfg -> {constructor name: value} in signature order; None: a function
@@ -112,6 +119,16 @@ class Problem:
     @property
     def is_module(self) -> bool:
         return self.ctor is not None
+
+    def method(self, name: str | None) -> Method:
+        """The function (or method) `name` of the spec; None: the call's own (the function, or forward)."""
+        found = [m for m in self.methods if m.name == name]
+        return found[0] if name is not None and found else self.methods[-1]
+
+    @property
+    def companions(self) -> tuple[Method, ...]:
+        """A function problem's other functions, defined beside `symbol` in the same file (none for a module)."""
+        return () if self.is_module else self.methods[:-1]
 
     @property
     def args(self) -> tuple[Arg, ...]:

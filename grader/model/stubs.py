@@ -36,8 +36,9 @@ def render(problem: Problem, header: str = HEADER) -> str:
     """The stub; `header`: its module docstring, formatted with the problem's title and id (a candidate bundle's
     tells the bundle's own commands)."""
     out = header.format(title=problem.title, id=problem.id) + "\n" + problem.imports
-    if not problem.is_module:
-        return out + "\n\n" + _method(problem.methods[0], "", f"{problem.id}: not started")
+    if not problem.is_module:  # the graded function last, each function it builds on before it
+        return out + "".join("\n\n" + _method(m, "", f"{problem.id}: not started" if m is problem.methods[-1]
+                                             else f"{problem.id}.{m.name}: not started") for m in problem.methods)
     out += f"\n\nclass {problem.symbol}(nn.Module):\n    \"\"\"{problem.class_doc}\"\"\"\n"
     for method in problem.methods:
         name = method.signature.split("(")[0].replace("def ", "")

@@ -10,6 +10,6 @@ TRACKS = (
     ("transformer", "Transformer multi-head attention"),
     ("LLM", "the attention of today's decoders: RoPE, grouped-query heads, tiling, the backward pass, a KV cache"),
     ("serving", "the attention of serving and long contexts, where the point is what is not computed: a sliding "
-                "window with sinks, latent attention, a paged KV cache"),
+                "window with sinks, linear biases (ALiBi), latent attention, a paged KV cache, linear attention"),
     ("memory", "the follow-up question: the same result under a memory bound"),
 )

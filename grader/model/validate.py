@@ -90,6 +90,9 @@ def _roles(problem: Problem, where: str) -> None:
     """The call's arguments and outputs each declare a known role; at most one argument decides masking and at
     most one output is the weights; every output's dims are named dims."""
     method = f"methods[{len(problem.methods) - 1}]"
+    if not problem.is_module and problem.methods[-1].name != problem.symbol:
+        raise SpecError(f"{where}: field {method}: a function problem's last function is the graded one, "
+                        f"{problem.symbol!r}, not {problem.methods[-1].name!r}")
     for a in problem.args:
         if a.role not in ARG_ROLES or a.role == "config":
             raise SpecError(f"{where}: field {method}.args: argument {a.name!r} has role {a.role!r} "

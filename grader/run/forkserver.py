@@ -55,10 +55,28 @@ def stop() -> None:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-    # Each module keeps one instance and offers no public way to stop it.
+    # Each module keeps one instance and offers no public way to stop it. Stopping waits for the process to exit; the
+    # resource tracker exits when every holder of its pipe has closed it, and a worker still dying (Ctrl-C reaches the
+    # whole process group) may hold it a while: past a few seconds it is killed, so that the command never hangs.
+    import threading
+
     for server, pid in ((forkserver._forkserver, "_forkserver_pid"), (resource_tracker._resource_tracker, "_pid")):
-        if getattr(server, pid, None) is not None and hasattr(server, "_stop"):
-            server._stop()
+        pid = getattr(server, pid, None)
+        if pid is None or not hasattr(server, "_stop"):
+            continue
+        stopping = threading.Thread(target=server._stop, daemon=True)
+        stopping.start()
+        stopping.join(STOP_WAIT)
+        if stopping.is_alive():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            stopping.join(STOP_WAIT)
+
+
+STOP_WAIT = 5.0
+"""Seconds a stopping server may take to exit before it is killed."""
 
 
 def running() -> bool:

@@ -8,6 +8,7 @@ both sides are driven identically. A call is a plain dict:
   args:      positional arguments (tensors or None); the last one is valid_lens
   train:     module mode; seed: torch.manual_seed before the call; repeat: how many calls
   grad_out:  None, or one tensor (or None: not differentiated) per output: gradients of sum(output * grad_out)
+  frozen:    positions of arguments that are no leaves of the gradients (settings passed as tensors)
   device:    "cpu" or "cuda"; dtype: the float dtype's name (module parameters are cast to it); n_out: how many tensors the call returns (1 or 2)
   structure: None, or the outputs' nesting as group sizes ([1, 2]: output, (k, v)); outputs come back flat
   then:      [{"args": [...] or None, "state": {...} or None}]: further runs on the same module after the first (weights
@@ -65,7 +66,8 @@ def execute(call: dict, target) -> dict:
     hooks = active(call)
     convert = next((h for h, _ in hooks if h.noun), None)  # a hook that converts what the call returns
     with _ours("preparing the inputs"):
-        args = [_prepare(a, device, want_grad, hooks) for a in call["args"]]
+        frozen = set(call.get("frozen") or ())  # settings passed as tensors (ALiBi's slopes): no gradient asked
+        args = [_prepare(a, device, want_grad and i not in frozen, hooks) for i, a in enumerate(call["args"])]
         before = [_copy(a) for a in args]
         _seed(device, call.get("seed", 0))
     then = call.get("then") or []

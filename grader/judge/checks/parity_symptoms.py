@@ -7,7 +7,8 @@ show in words when no mistake can be named:
   - only calls of some masking forms fail (the mask rule names the mistake those forms show);
   - calls with block settings lose a trailing run of rows or keys (the last, partial block dropped);
   - weights that sum to 1 over the queries instead of the keys;
-  - float64 results off by float32 rounding only (a float32 constant or cast inside).
+  - float64 results off by float32 rounding only (a float32 constant or cast inside);
+  - outputs (no weights) right up to one factor below 1 per row (an epsilon added to a denominator).
 """
 from __future__ import annotations
 
@@ -208,6 +209,27 @@ def _in_float32(ctx, case):
     return [o.to(torch.float64) for o in out]
 
 
+def _rows_shrunk(problem, ctx) -> bool:
+    """Every wrong general call is right up to one factor per row, in (0, 1), the smaller where the expected row's
+    normaliser is small: something added to a denominator (an epsilon). Weights that sum to 1 never show this."""
+    if problem.weights_index is not None:
+        return False
+    seen = False
+    for case in ctx.of("base"):
+        res, ref = _ok(ctx, case), ctx.ref.get(case.key)
+        if res is None or ref is None or _right(ctx, case):
+            continue
+        g, e = res.outputs[0].to(torch.float64), ref.outputs[0].to(torch.float64)
+        if g.shape != e.shape or g.dim() < 2 or not bool(torch.isfinite(g).all()):
+            return False
+        norm = (e * e).sum(-1, keepdim=True)
+        ratio = torch.where(norm > 0, (g * e).sum(-1, keepdim=True) / norm.clamp_min(1e-300), torch.ones_like(norm))
+        if usage(g, ratio * e, tolerance("float64")) > 1 or not bool(((ratio > 0) & (ratio <= 1 + 1e-12)).all()):
+            return False
+        seen = True
+    return seen
+
+
 def _empty(problem, ctx, failing):
     rows = _empty_rows(problem, ctx)
     return {"nan": ("nan_rows",), "uniform": ("uniform_rows",)}.get(rows)
@@ -229,6 +251,7 @@ SYMPTOMS = (
             ("last_chunk_dropped",)),
     Symptom(lambda p, ctx, failing: ("wrong_axis", "softmax_wrong_axis") if _sums_along_wrong_axis(ctx) else None,
             ("wrong_axis", "softmax_wrong_axis")),
+    Symptom(lambda p, ctx, failing: ("epsilon",) if _rows_shrunk(p, ctx) else None, ("epsilon",)),
     Symptom(lambda p, ctx, failing: ("float32_inside", "fixed_dtype", "float32_angles")
             if "parity_float64" in failing and _float32_rounding_only(ctx) else None,
             ("float32_inside", "fixed_dtype", "float32_angles")),

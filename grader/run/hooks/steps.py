@@ -1,23 +1,30 @@
-"""One step at a time: a module's own step method (`method`) called once per position of argument `split` along
-`dim` (the position taken out: y_t = targets[:, t]), argument `carry` being the previous step's outputs
-`carry_outputs` (a recurrent state); the outputs are the steps' outputs stacked along `dim`, the carried ones the last
-step's. Options: {"method", "split", "dim", "carry", "carry_outputs"}."""
+"""One step at a time: a module's own step method (`method`), or a function defined beside the problem's (`symbol`),
+called once per position of the arguments `split` (one index or a list) along `dim` (the position taken out: y_t =
+targets[:, t]), argument `carry` being the previous step's outputs `carry_outputs` (a recurrent state); the outputs
+are the steps' outputs stacked along `dim`, the carried ones the last step's. Options: {"method" or "symbol", "split",
+"dim", "carry", "carry_outputs"}."""
 from __future__ import annotations
 
 import torch
 
 from . import Hook, register
+from .companion import beside
 
 
 class Steps(Hook):
     name = "steps"
 
     def run(self, steps, fn, args, once):
-        method = getattr(fn, steps["method"])  # the learner's own step (an AttributeError if it has none)
+        # the learner's own step (an AttributeError if it has none)
+        method = beside(fn, steps["symbol"]) if steps.get("symbol") else getattr(fn, steps["method"])
+        split = steps["split"] if isinstance(steps["split"], list) else [steps["split"]]
+        args = list(args) + [None] * (steps["carry"] + 1 - len(args))  # a state left to its default: None
         carry, carried, runs = steps["carry_outputs"], args[steps["carry"]], []
-        for piece in torch.unbind(args[steps["split"]], dim=steps["dim"]):
+        for pieces in zip(*(torch.unbind(args[i], dim=steps["dim"]) for i in split)):
             step = list(args)
-            step[steps["split"]], step[steps["carry"]] = piece, carried
+            for i, piece in zip(split, pieces):
+                step[i] = piece
+            step[steps["carry"]] = carried
             runs.append(once(method, step))
             carried = tuple(runs[-1][i] for i in carry)
         return [runs[-1][i] if i in carry else torch.stack([r[i] for r in runs], dim=steps["dim"])

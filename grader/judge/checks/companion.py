@@ -1,0 +1,102 @@
+"""Check companion: the other functions a function problem's file defines beside the graded one (alibi_slopes beside
+alibi_attention, linear_attention_step beside causal_linear_attention), each called as the contract says, and the
+graded one called with its defaults. Each call's values equal the reference's own function on the same arguments, at
+the tolerance of the dtype that came back (where the contract lets it choose); stepped calls run the function once
+per position, each given the state the previous returned; calls with invalid arguments must raise ValueError; no
+call modifies what it is given."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..compare import mismatch, tolerance
+from ..context import Failed
+from ..registry import Check, options, register
+from ...draw.describe import arg_names, call_text, error_text
+from ...draw.groups import case_key, each_case
+from ...draw.scenarios import Case, output_structure
+
+
+@dataclass(frozen=True)
+class Other:
+    """One call: `symbol` (None: the graded function itself) with positional `args`; `raises`: why it must raise
+    ValueError (empty: it must not); `dtypes`: the dtypes it may return (empty: the call's `dtype`); `steps`: where
+    given, the steps hook's options ({"split", "dim", "carry", "carry_outputs"}): the function is stepped over
+    positions."""
+
+    symbol: str | None
+    args: list
+    raises: str = ""
+    dtypes: tuple = ()
+    steps: dict | None = None
+    dtype: str = "float64"
+
+
+@dataclass(frozen=True)
+class Companions:
+    """The companion check's options: `calls(cfg, gen)` -> [Other, or its fields as a dict], on config 0 of the first
+    variant (its dims, and a seeded generator)."""
+
+    calls: Callable = field(default=lambda cfg, gen: ())
+
+
+def _call(problem, other: Other) -> dict:
+    method = problem.method(other.symbol)
+    hooks = {}
+    if other.steps is not None:
+        hooks["steps"] = {**other.steps, "symbol": other.symbol}
+    elif other.symbol is not None:
+        hooks["companion"] = {"symbol": other.symbol}
+    structure = output_structure(problem, method)
+    return {"ctor": None, "state": None, "args": list(other.args), "train": False, "seed": 0, "repeat": 1,
+            "grad_out": None, "device": "cpu", "dtype": None if other.dtypes else other.dtype,
+            "n_out": len(method.returns), "structure": structure, "names": [o.name for o in method.returns],
+            "hooks": hooks}
+
+
+def group_companion(problem, seed):
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        others = [o if isinstance(o, Other) else Other(**o)
+                  for o in options(problem, "companion").calls({**cfg, **variant}, gen("companion"))]
+        # where the function may choose among dtypes, results are compared at the widest one's tolerance
+        return [Case(case_key("companion", vi, ci, i), "companion", variant, cfg, _call(problem, o),
+                     must_raise=bool(o.raises), reference=not o.raises,
+                     meta={"why": o.raises, "dtypes": o.dtypes or (o.dtype,)},
+                     tol=max((tolerance(d) for d in o.dtypes), key=lambda t: t.rtol, default=None))
+                for i, o in enumerate(others)]
+    return []
+
+
+def check_companion(ctx):
+    for case in ctx.of("companion"):
+        text = call_text(ctx.problem, case)
+        res = ctx.got.get(case.key)
+        if case.must_raise:
+            if res is None:
+                raise Failed(f"called {text}\nno result: {ctx.failure}")
+            if res.ok:
+                raise Failed(f"{text} was accepted; {case.meta['why']} must raise ValueError")
+            if not res.error.value_error:
+                raise Failed(f"{text} raised {error_text(res)}; {case.meta['why']} must raise ValueError")
+            continue
+        got, expected = ctx.outputs(case), ctx.expected(case)
+        for name, g, e in zip(case.call["names"], got, expected):
+            dtype = str(g.dtype).removeprefix("torch.")
+            if dtype not in case.meta["dtypes"]:
+                ctx.fail(case, f"{name} came back as {dtype}, expected {' or '.join(case.meta['dtypes'])}")
+            if g.device.type != "cpu":
+                ctx.fail(case, f"{name} came back on {g.device.type}, expected the CPU")
+            bad = mismatch(name, g, e, tolerance(dtype))
+            if bad:
+                ctx.fail(case, bad)
+        changed = ctx.result(case).changed
+        if changed:
+            names = arg_names(ctx.problem, case.call)
+            name = names[changed[0]] if 0 <= changed[0] < len(names) else f"argument {changed[0]}"
+            ctx.fail(case, f"the call modified its input `{name}` in place: what it returns must be new tensors "
+                     "(S = S + ..., not S += ...)")
+
+
+register(Check("companion", "the file's other functions, and the defaults", {"companion": group_companion},
+               check_companion, options=Companions, needs=lambda p: None if "companion" in (p.options or {}) else
+               "companion calls (spec options['companion']['calls'])", concepts=(("shapes and heads", None),)))

@@ -1,0 +1,165 @@
+"""ALiBi and linear attention (sections 18 and 21): their draws reach what the contract singles out, the references
+agree with the papers' own formulas and with each other's forms, and the checks that read a file's other function
+(alibi_slopes, linear_attention_step) and the memory of the chunked form can fail."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from attnkit.defaults import DEFAULT_SEED
+from attnkit.judge.plan import draw
+from attnkit.masks import rule
+from attnkit.problems import get
+from attnkit.problems.alibi_attention import SLOPE_COUNTS, paper_slopes
+from attnkit.report.feedback import problem_text
+from conftest import SOLUTIONS, grade_shared, make_impl
+
+
+def _reference(pid):
+    spec = importlib.util.spec_from_file_location(f"ref_{pid}", SOLUTIONS / f"{pid}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _calls(pid):
+    return [c for c in draw(get(pid), DEFAULT_SEED).values() if not c.must_raise]
+
+
+def _failing(tmp_path, pid, source):
+    report = grade_shared(make_impl(tmp_path, {f"{pid}.py": source}), [pid])
+    assert report.grader_errors == 0
+    return {c.id: c for c in report.problem(pid).checks if c.status == "failed"}
+
+
+@pytest.mark.parametrize("n", SLOPE_COUNTS + (7, 9, 10, 11, 13, 14, 15, 48, 100))
+def test_the_reference_slopes_are_the_paper_s(n):
+    """The paper's get_slopes (a ratio sequence, written in the spec independently of the reference) for powers of two
+    and every other count; n = 8 gives 1/2 ... 1/256 exactly."""
+    got = _reference("alibi_attention").alibi_slopes(n)
+    assert got.shape == (n,) and got.dtype == torch.float64
+    assert torch.allclose(got, torch.tensor(paper_slopes(n), dtype=torch.float64), rtol=1e-13, atol=0)
+    if n == 8:
+        assert got.tolist() == [2.0 ** -k for k in range(1, 9)]
+
+
+def test_alibi_draws_reach_both_modes_given_slopes_empty_rows_and_odd_head_counts():
+    seen = set()
+    for case in _calls("alibi_attention"):
+        args = case.call["args"]
+        if len(args) != 6 or not isinstance(args[0], torch.Tensor):
+            continue
+        q, k, _, causal, slopes, mask = args
+        H, Tq, Tk = q.shape[1], q.shape[2], k.shape[2]
+        seen.add("causal" if causal else "not causal")
+        seen |= {"given slopes"} if slopes is not None else {"default slopes, H = %d" % H}
+        seen |= {"Tq > Tk"} if Tq > Tk else set()
+        allowed = rule(get("alibi_attention")).allowed(get("alibi_attention"), case.cfg, mask, case.call)
+        seen |= {"a row with no allowed key"} if not allowed.expand(q.shape[0], H, Tq, Tk).any(-1).all() else set()
+        seen |= {"a mask"} if mask is not None else set()
+        assert slopes is not None or H <= 8  # float32 default slopes are exact up to 8 heads (docs/contract.md)
+    assert {"causal", "not causal", "given slopes", "default slopes, H = 6", "Tq > Tk", "a row with no allowed key",
+            "a mask"} <= seen, seen
+
+
+def test_the_flagged_mask_is_the_mask_and_the_causal_rule():
+    p = get("alibi_attention")
+    cfg = {"B": 1, "H": 1, "Tq": 2, "Tk": 4, "lead": ["B", "H"], "dq": 3, "dv": 3}
+    mask = torch.tensor([True, False, True, True])
+    args = lambda causal: [None, None, None, causal, None, mask]  # noqa: E731
+    causal = rule(p).allowed(p, cfg, mask, {"args": args(True)}).reshape(2, 4)
+    assert causal.tolist() == [[True, False, True, False], [True, False, True, True]]
+    assert rule(p).allowed(p, cfg, mask, {"args": args(False)}).reshape(-1, 4)[0].tolist() == mask.tolist()
+    assert rule(p).allowed(p, cfg, None, None).reshape(2, 4).tolist() == [[True] * 3 + [False], [True] * 4]  # default
+
+
+def test_a_bloom_bias_is_accepted_and_a_row_dependent_one_is_not(tmp_path):
+    """BLOOM's slope * j differs from -slope * |pos(i) - j| by a constant per row under the causal rule: the same
+    softmax, full marks. Without the causal rule it is another bias (the later keys favoured), and fails."""
+    source = (SOLUTIONS / "alibi_attention.py").read_text()
+    bloom = source.replace("scores = scores - slopes[:, None, None] * distance",
+                           "scores = scores + slopes[:, None, None] * j.to(scores.dtype) if is_causal else "
+                           "scores - slopes[:, None, None] * distance")
+    assert bloom != source and _failing(tmp_path / "bloom", "alibi_attention", bloom) == {}
+    everywhere = source.replace("scores = scores - slopes[:, None, None] * distance",
+                                "scores = scores + slopes[:, None, None] * j.to(scores.dtype)")
+    assert "parity_float64" in _failing(tmp_path / "everywhere", "alibi_attention", everywhere)
+
+
+def test_slopes_wrong_only_beyond_the_drawn_heads_fail_the_companion_check(tmp_path):
+    """A slope rule that is right up to 8 heads (all the attention calls draw) and wrong above is caught by the calls of
+    alibi_slopes itself (12, 20, 24, 80 heads)."""
+    source = (SOLUTIONS / "alibi_attention.py").read_text()
+    wrong = source.replace("    c = 1 << (num_heads.bit_length() - 1)  # the largest power of two <= num_heads\n",
+                           "    c = 1 << (num_heads.bit_length() - 1)  # the largest power of two <= num_heads\n"
+                           "    if num_heads > 8:\n        return torch.tensor(geometric(num_heads), dtype=torch.float64)\n")
+    assert wrong != source
+    failing = _failing(tmp_path, "alibi_attention", wrong)
+    assert set(failing) == {"companion"} and "alibi_slopes(" in failing["companion"].message
+
+
+def test_the_three_forms_of_the_reference_agree():
+    ref = _reference("linear_attention")
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(2, 3, 11, 4, generator=g, dtype=torch.float64) * 2 for _ in range(2))
+    v = torch.randn(2, 3, 11, 5, generator=g, dtype=torch.float64)
+    whole = ref.causal_linear_attention(q, k, v)
+    for c in (1, 2, 3, 4, 11, 12):
+        assert torch.allclose(ref.causal_linear_attention(q, k, v, c), whole, rtol=1e-12, atol=1e-12)
+    state, outs = None, []
+    for t in range(11):
+        out, state = ref.linear_attention_step(q[:, :, t], k[:, :, t], v[:, :, t], state)
+        outs.append(out)
+    assert torch.allclose(torch.stack(outs, 2), whole, rtol=1e-12, atol=1e-12)
+    phi = torch.nn.functional.elu(k) + 1
+    assert torch.allclose(state[0], phi.transpose(-2, -1) @ v) and torch.allclose(state[1], phi.sum(2))
+
+
+def test_linear_draws_reach_partial_chunks_the_default_and_the_feature_range():
+    seen = set()
+    for case in _calls("linear_attention"):
+        args = case.call.get("args") or [None]
+        if not isinstance(args[0], torch.Tensor) or args[0].dim() != 4 or case.group == "companion":
+            continue
+        T = args[0].shape[2]
+        chunk = args[3] if len(args) > 3 else None
+        seen.add("chunk_size None" if chunk is None else "chunk_size 1" if chunk == 1 else "chunk_size > 1")
+        seen |= {"a partial last chunk"} if chunk and T % chunk and chunk < T else set()
+        q = args[0].to(torch.float64)
+        assert q.min() >= -8 and q.max() <= 1e4, case.key  # the contract's range of features
+        seen |= {"features near -8"} if q.min() < -7 else set()
+        seen |= {"features near 1e4"} if q.max() > 5e3 else set()
+    assert {"chunk_size None", "chunk_size 1", "chunk_size > 1", "a partial last chunk", "features near -8",
+            "features near 1e4"} <= seen, seen
+
+
+def test_linear_memory_calls_keep_the_contract_s_conditions():
+    cases = [c for c in _calls("linear_attention") if c.group == "memory"]
+    assert len(cases) >= 2
+    for case in cases:
+        q, _, v, C = case.call["args"]
+        B, H, T, d = q.shape
+        dv, L = v.shape[-1], B * H
+        assert T >= 8 * C and T > max(d, dv) and min(d, dv) >= 2, case.key
+        assert L * T * T > case.meta["allowed"]  # the (T, T) products break it
+        assert L * T * d * dv > case.meta["allowed"]  # and so does a cumulative sum of every outer product
+    assert any(T % c.call["args"][3] for c in cases)  # a partial last chunk is measured
+
+def test_an_epsilon_of_any_size_fails_and_is_named(tmp_path):
+    """1e-12, not the catalogued 1e-6: the rows come back shrunk by one factor each, which names the mistake."""
+def test_an_epsilon_fails_and_the_message_says_why(tmp_path):
+    source = (SOLUTIONS / "linear_attention.py").read_text()
+    wrong = source.replace("outs.append(num / den)", "outs.append(num / (den + 1e-12))")
+    report = grade_shared(make_impl(tmp_path, {"linear_attention.py": wrong}), ["linear_attention"])
+    failing = {c.id: c for c in report.problem("linear_attention").checks if c.status == "failed"}
+    assert "parity_float64" in failing and {c.mistake for c in failing.values()} == {"epsilon"}, failing
+    assert "no epsilon" in problem_text(report.problem("linear_attention"))  # its explanation and hint, said once
+
+
+def test_a_step_that_changes_the_given_state_fails_naming_it(tmp_path):
+    source = (SOLUTIONS / "linear_attention.py").read_text()
+    wrong = source.replace("    z = z + k\n", "    z += k\n")
+    failing = _failing(tmp_path, "linear_attention", wrong)
+    assert "companion" in failing and "`state`" in failing["companion"].message, failing
