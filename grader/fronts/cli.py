@@ -195,8 +195,8 @@ def main(argv=None) -> int:
         from ..run.forkserver import stop
         from ..run.jail_process import stop as stop_sandboxes
 
-        stop_sandboxes()  # first: a sandboxed worker may hold what the servers below wait for
         stop()  # the workers' server ends with the command, not a moment after it
+        stop_sandboxes()
         # The process ends next: Python's last garbage collections would walk every object torch made (half a
         # second); frozen, they are skipped. Files and processes are closed above, not by the collector. The collector
         # is on again for a caller that goes on (a test calling main), also where the command stopped before settle().
