@@ -163,3 +163,28 @@ def test_a_step_that_changes_the_given_state_fails_naming_it(tmp_path):
     wrong = source.replace("    z = z + k\n", "    z += k\n")
     failing = _failing(tmp_path, "linear_attention", wrong)
     assert "companion" in failing and "`state`" in failing["companion"].message, failing
+
+
+def test_a_fixed_chunk_size_fails_the_memory_check(tmp_path):
+    """chunk_size ignored for a chunk of 32 of its own: within the bound only where the inputs' size dominates it, which
+    the memory calls' dims (d = 9, dv = 10) do not let happen."""
+    source = (SOLUTIONS / "linear_attention.py").read_text()
+    wrong = source.replace("C = chunk_size or max(T, 1)", "C = 32 if chunk_size else max(T, 1)")
+    assert wrong != source and set(_failing(tmp_path, "linear_attention", wrong)) == {"memory"}
+
+
+def test_given_slopes_of_another_dtype_are_used_in_the_inputs_dtype(tmp_path):
+    """float32 inputs with float64 slopes: slopes not cast to the inputs' dtype raise, or promote the scores, and fail."""
+    source = (SOLUTIONS / "alibi_attention.py").read_text()
+    wrong = source.replace("slopes = slopes.to(dtype=queries.dtype, device=queries.device)", "slopes = slopes")
+    assert wrong != source
+    failing = _failing(tmp_path, "alibi_attention", wrong)
+    assert "companion" in failing and "float32" in failing["companion"].message
+
+
+def test_self_attention_without_a_mask_is_called_both_ways():
+    """The drawn configs rarely give Tq = Tk > 1 with no mask: the companion calls make sure of both modes there."""
+    calls = [c.call["args"] for c in draw(get("alibi_attention"), DEFAULT_SEED).values()
+             if c.group == "companion" and c.call.get("symbol") is None]
+    square = [a for a in calls if a[0].shape[-2] == a[1].shape[-2] > 1 and (len(a) < 6 or a[5] is None)]
+    assert {len(a) > 3 and a[3] is False for a in square} == {True, False}

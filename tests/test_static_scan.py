@@ -146,6 +146,13 @@ HATCHES = {
     # NumPy
     "from_numpy": ("import torch\nx = torch.from_numpy(a)\n", C.NUMPY_BRIDGE, 2),
     "from_numpy from-import": ("from torch import from_numpy\n", C.NUMPY_BRIDGE, 1),
+    # where and how it runs: code that behaves one way when graded and another in the learner's hands
+    "own path": ("import torch\nGRADED = '/tmp/' in __file__\n", C.RUN_CONTEXT, 2),
+    "environment": ("import os\nquiet = os.environ.get('ATTNKIT_SANDBOX')\n", C.RUN_CONTEXT, 2),
+    "environment from-import": ("from os import getenv\n", C.RUN_CONTEXT, 1),
+    "files around it": ("from pathlib import Path\nx = Path('/tmp').exists()\n", C.RUN_CONTEXT, 1),
+    "spec origin": ("o = __spec__.origin\n", C.RUN_CONTEXT, 1),
+    "working directory": ("import os.path as p\nhere = p.abspath('.')\n", C.RUN_CONTEXT, 2),
     # literal code given to exec: read as code, at the call's line
     "exec literal": ("x = 1\nexec('import ctypes')\n", C.NATIVE_CODE, 2),
 }
@@ -186,7 +193,7 @@ def test_a_function_the_spec_bans_is_found(source, banned, line):
     "class Softmax:\n    def backward(self, g):\n        return g\n\nSoftmax().backward(1)\n",
     '"""Never call torch._C.DisableTorchFunction, ctypes or gc.get_objects: the grader fails it."""\n',
     "import torch\nif __name__ == '__main__':\n    import ctypes\n    torch._C.DisableTorchFunction()\n",
-    "import sys\nimport os\nprint(sys.maxsize, sys.float_info.epsilon, os.environ.get('X'), os.path.join('a'))\n",
+    "import sys\nimport os\nprint(sys.maxsize, sys.float_info.epsilon, os.sep, os.path.join('a'))\n",
     "import threading\nlock = threading.Lock()\n",
     "import torch\nfrom torch.nn.attention import SDPBackend, sdpa_kernel\n",
     "import torch\nwith torch.no_grad(), torch.enable_grad():\n    pass\n",
@@ -317,7 +324,7 @@ def test_the_check_is_where_the_worker_enforces_a_contract():
     assert {p.id for p in all_problems() if "capabilities" in p.points} == {
         "scaled_dot_product_attention", "multihead_attention", "flash_attention", "attention_backward",
         "grouped_query_attention", "causal_self_attention", "chunked_additive_attention", "cross_attention",
-        "sliding_window_attention", "paged_attention", "latent_attention"}
+        "sliding_window_attention", "paged_attention", "latent_attention", "alibi_attention", "linear_attention"}
 
 
 def test_what_each_contract_refuses():

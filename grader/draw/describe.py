@@ -6,12 +6,9 @@ import torch
 from ..model.spec import Problem
 
 
-def called(call: dict) -> tuple[str | None, bool]:
-    """(the function a call runs where it is not the problem's own: None, or its name; whether it is stepped over
-    positions): the companion and steps hooks name it."""
-    hooks = call.get("hooks") or {}
-    symbol = (hooks.get("companion") or hooks.get("steps") or {}).get("symbol")
-    return symbol, "steps" in hooks and symbol is not None
+def called(call: dict) -> tuple[str | None, str | None]:
+    """(the function a call runs where it is not the problem's own: None, or its name; how it runs it, in words)."""
+    return call.get("symbol"), call.get("how")
 
 
 def arg_names(problem: Problem, call: dict) -> list[str]:
@@ -21,13 +18,12 @@ def arg_names(problem: Problem, call: dict) -> list[str]:
 
 def call_text(problem: Problem, case) -> str:
     call = case.call
-    symbol, stepped = called(call)
+    symbol, how = called(call)
     forward = problem.method(symbol)
     parts = [f"{arg.name}={_value(a, arg.doc)}" for arg, a in zip(forward.args, call.get("args", []))]
     where = "" if call.get("device", "cpu") == "cpu" else f" on {call['device']}"
-    if stepped:
-        return (f"{symbol} at each position in turn, each step given the state the previous one returned, over "
-                f"({', '.join(parts)}){where}")
+    if how:
+        return f"{symbol or problem.symbol} {how}, over ({', '.join(parts)}){where}"
     if not problem.is_module:
         return f"{symbol or problem.symbol}({', '.join(parts)}){where}"
     mode = "train()" if call.get("train") else "eval()"

@@ -140,17 +140,27 @@ def _oracle(call):
             torch.where(keep, F.scaled_dot_product_attention(q, k, eye, attn_mask=bias), 0.0)]
 
 
-SLOPE_COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 32, 64, 80)
-"""Powers of two and the paper's other counts (3, 5, 6, 12, 20: the issue's; 80 has c = 64)."""
+SLOPE_COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 20, 24, 31, 32, 33, 64, 80, 100)
+"""Powers of two, every count up to 17 (odd ones past 8 included), and others on each side of a power of two."""
 
 
 def _companions(cfg, gen):
     """alibi_slopes for every count in SLOPE_COUNTS (float32 or float64 back), and for invalid counts (ValueError);
-    alibi_attention(queries, keys, values): is_causal=True and the paper's slopes by default."""
+    alibi_attention with its defaults (causal, the paper's slopes) on the drawn dims and on self-attention (Tq = Tk =
+    7); not causal with no mask on both; given slopes of the other float dtype than the inputs' (used in the inputs');
+    the paper's slopes for 12 heads, compared at float32's tolerance (alibi_slopes may return float32)."""
     calls = [{"symbol": "alibi_slopes", "args": [n], "dtypes": ("float32", "float64")} for n in SLOPE_COUNTS]
     calls += [{"symbol": "alibi_slopes", "args": [n], "raises": why}
               for n, why in ((0, "0 heads"), (-3, "a negative count"), (True, "a bool"), (2.0, "a float"))]
-    return calls + [{"symbol": None, "args": lead_inputs(cfg, gen, *QKV)}]
+    square = {**cfg, "Tq": 7, "Tk": 7}
+    for dims in (cfg, square):
+        calls += [{"symbol": None, "args": lead_inputs(dims, gen, *QKV)},
+                  {"symbol": None, "args": lead_inputs(dims, gen, *QKV) + [False]}]
+    slopes = torch.rand(cfg["H"], generator=gen, dtype=torch.float64) + 0.1
+    q, k, v = (t.float() for t in lead_inputs(cfg, gen, *QKV))
+    calls += [{"symbol": None, "args": [q, k, v, True, slopes], "dtype": "float32"},
+              {"symbol": None, "args": lead_inputs(cfg, gen, *QKV) + [False, slopes.float()]}]
+    return calls + [{"symbol": None, "args": lead_inputs({**square, "H": 12, "B": 1}, gen, *QKV), "tolerance": "float32"}]
 
 
 PROBLEM = Problem(

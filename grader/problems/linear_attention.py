@@ -146,15 +146,22 @@ STEPS = {"split": [0, 1, 2], "dim": 2, "carry": 3, "carry_outputs": [1, 2]}
 
 def _companions(cfg, gen):
     """linear_attention_step stepped over every position from no state and from a given one (out stacked over T, the
-    last state); one step alone, with the state left to its default and given."""
+    last state); one step alone, with the state left to its default and given, in float32, and with gradients (of
+    the inputs and of the given state's parts)."""
     q, k, v = _inputs(cfg, gen)
     state = _state(cfg, gen)
     step = "linear_attention_step"
     t = [x[:, :, -1] for x in _inputs(cfg, gen)]
+    given = _state(cfg, gen)
+    grads = [torch.randn(cfg["B"], cfg["H"], cfg["dv"], generator=gen, dtype=torch.float64),
+             torch.randn(cfg["B"], cfg["H"], cfg["d"], cfg["dv"], generator=gen, dtype=torch.float64),
+             torch.randn(cfg["B"], cfg["H"], cfg["d"], generator=gen, dtype=torch.float64)]
     return [{"symbol": step, "args": [q, k, v], "steps": STEPS},
             {"symbol": step, "args": [q, k, v, state], "steps": STEPS},
             {"symbol": step, "args": t},
-            {"symbol": step, "args": t + [_state(cfg, gen)]}]
+            {"symbol": step, "args": t + [given]},
+            {"symbol": step, "args": [x.float() for x in t] + [tuple(x.float() for x in given)], "dtype": "float32"},
+            {"symbol": step, "args": t + [given], "grad_out": grads}]
 
 
 def _amplify(args, state, cfg):
@@ -165,10 +172,18 @@ def _amplify(args, state, cfg):
         x.copy_(torch.where(r < 0.25, 1e4 * r * 4, torch.where(r > 0.9, torch.full_like(x, -8.0), x)))
 
 
+def _half(args):
+    """Half-precision calls: features of q and k at -2 or above (elu(x) + 1 = e^x keeps 2 to 3 digits there; at -8 it
+    is 3e-4 after the subtraction 1 - 0.9997, which bfloat16 rounds to 0, and 0 / 0 follows)."""
+    for x in args[:2]:
+        x.clamp_(min=-2.0)
+
+
 def _memory_fit(cfg):
-    """T = 64 >= 8*C for every measured C (3 to 8), T > max(d, dv), d, dv >= 2, L = 2; with C = 8, C*d*dv > T*dv:
-    every position's own sum S_i within a chunk breaks the bound, as the (T, T) products do."""
-    return {**cfg, "B": 1, "H": 2, "Tq": 64, "Tk": 64, "T": 64, "dq": 12, "dk": 12, "d": 12, "dv": 16,
+    """T = 64 >= 8*C for every measured C (3 to 8), T > max(d, dv), d, dv >= 2, L = 2. With C = 8: C*d*dv > T*dv
+    (every position's own sum S_i within a chunk breaks the bound, as the (T, T) products do) and (4C)^2 > T*dv (a
+    fixed chunk of 32, or four times the one asked for, breaks it too)."""
+    return {**cfg, "B": 1, "H": 2, "Tq": 64, "Tk": 64, "T": 64, "dq": 9, "dk": 9, "d": 9, "dv": 10,
             "small_chunk": 3 + cfg["dv"] % 5}
 
 
@@ -177,6 +192,17 @@ def _memory(cfg, args):
     L, d, dv, T = cfg["B"] * cfg["H"], cfg["d"], cfg["dv"], cfg["T"]
     S = L * T * max(d, dv)
     return [({"chunk_size": C}, max(S, L * C * max(C, d, dv), L * d * dv)) for C in (cfg["small_chunk"], 8)]
+
+
+BACKSTOP = {
+    "dims": {"B": 1, "H": 1, "Tq": 8192, "Tk": 8192, "T": 8192, "dq": 8, "dk": 8, "d": 8, "dv": 8},
+    "args": {"chunk_size": 64},
+    "allowed": lambda cfg, args: cfg["T"] * cfg["dv"],
+    "resident_kb": 64 * 1024,
+    "held_kb": 96 * 1024,
+}
+"""A float32 call of 8192 positions in chunks of 64, measured from outside the worker (run/cgroup.py): the (T, T)
+products take 256 MB, every position's own (d, dv) sum 2 MB per feature pair; a running state takes kilobytes."""
 
 
 RELATIONS = (
@@ -248,6 +274,7 @@ PROBLEM = Problem(
         "memory": {
             "calls": _memory,
             "fit": _memory_fit,
+            "backstop": BACKSTOP,
             "words": {"bound": "max(S, L*C*max(C, d, dv), L*d*dv)",
                       "tensor": "the (T, T) products, or every position's own sum S_i",
                       "advice": "Carry S (d, dv) and z (d,) across chunks and use the parallel form inside each chunk "
@@ -257,9 +284,10 @@ PROBLEM = Problem(
         "parity_float64": {"blocks": lambda cfg: tuple({"chunk_size": c} for c in (1, 2, 3, 5))},
         "stability": {"amplify": _amplify},
         "value_errors": {"calls": lambda cfg: tuple(({"chunk_size": c}, f"chunk_size = {c!r}", ())
-                                                    for c in (0, -2, True, 2.5))},
+                                                    for c in (0, -2, True, 2.5, 3.0))},
         "oracle": {"call": _oracle},
         "companion": {"calls": _companions},
+        "cuda_half": {"within": _half},
     },
     mistakes=MISTAKES,
     banned=LLM_BANNED,

@@ -3,6 +3,8 @@
 The same code serves the worker (the learner's code) and the grader (the reference), so
 both sides are driven identically. A call is a plain dict:
   ctor:      None (a function) or {"args": [...], "kwargs": {...}} for a module
+  symbol:    None, or another function of the learner's file to call instead of the problem's own (its companion)
+  how:       None, or how the call runs its function, in words, for messages ("at each position in turn ...")
   construct: True to only build the module (parameter names, constructor errors)
   state:     {parameter name: tensor} copied into the module, or None
   args:      positional arguments (tensors or None); the last one is valid_lens
@@ -22,6 +24,7 @@ The result holds only plain tensors on the CPU, strings, numbers, lists and dict
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import torch
 
@@ -52,7 +55,7 @@ def _ours(what: str):
 def execute(call: dict, target) -> dict:
     device = torch.device(call.get("device", "cpu"))
     result: dict = {}
-    fn = target
+    fn = target if call.get("symbol") is None else beside(target, call["symbol"])
     if call.get("ctor") is not None:
         fn = target(*call["ctor"]["args"], **call["ctor"]["kwargs"])
         result["params"] = {n: list(p.shape) for n, p in fn.named_parameters()}
@@ -99,6 +102,18 @@ def execute(call: dict, target) -> dict:
                 raise CallError(f"returned {name} of shape {tuple(o.shape)}, expected {tuple(g.shape)}")
         result["grads"] = _grads(fn, args, outs, call["grad_out"], device)
     return result
+
+
+def beside(fn, symbol: str):
+    """The function `symbol` defined beside `fn` (its module's globals: a file's, or a notebook's namespace), where a
+    call runs another function of the learner's file than the problem's own (alibi_slopes beside alibi_attention); an
+    AttributeError naming it where there is none."""
+    scope = getattr(fn, "__globals__", None)
+    if not isinstance(scope, dict):  # not a plain function: the module it names
+        scope = vars(sys.modules.get(getattr(fn, "__module__", None) or "", sys))
+    if not callable(scope.get(symbol)):
+        raise AttributeError(f"the file defines no function `{symbol}` (the contract asks for one beside the others)")
+    return scope[symbol]
 
 
 def _seed(device, seed: int) -> None:

@@ -17,12 +17,16 @@ from ...draw.groups import case_key, each_case
 from ...draw.scenarios import Case, output_structure
 
 
+STEPPED = "steps"
+"""The worker hook (run/hooks/steps.py) that steps a call's function over positions."""
+
+
 @dataclass(frozen=True)
 class Other:
     """One call: `symbol` (None: the graded function itself) with positional `args`; `raises`: why it must raise
     ValueError (empty: it must not); `dtypes`: the dtypes it may return (empty: the call's `dtype`); `steps`: where
     given, the steps hook's options ({"split", "dim", "carry", "carry_outputs"}): the function is stepped over
-    positions."""
+    positions; `tolerance`, `grad_out`: see below."""
 
     symbol: str | None
     args: list
@@ -30,6 +34,8 @@ class Other:
     dtypes: tuple = ()
     steps: dict | None = None
     dtype: str = "float64"
+    tolerance: str = ""  # compare at this dtype's tolerance instead (a float64 call whose inputs carry less)
+    grad_out: list | None = None  # one tensor per output: the gradients of sum(output * grad_out) are compared too
 
 
 @dataclass(frozen=True)
@@ -42,14 +48,12 @@ class Companions:
 
 def _call(problem, other: Other) -> dict:
     method = problem.method(other.symbol)
-    hooks = {}
-    if other.steps is not None:
-        hooks["steps"] = {**other.steps, "symbol": other.symbol}
-    elif other.symbol is not None:
-        hooks["companion"] = {"symbol": other.symbol}
+    hooks = {} if other.steps is None else {STEPPED: dict(other.steps)}
     structure = output_structure(problem, method)
-    return {"ctor": None, "state": None, "args": list(other.args), "train": False, "seed": 0, "repeat": 1,
-            "grad_out": None, "device": "cpu", "dtype": None if other.dtypes else other.dtype,
+    how = None if other.steps is None else "at each position in turn, each step given the state the previous one returned"
+    return {"ctor": None, "symbol": other.symbol, "how": how, "state": None, "args": list(other.args), "train": False,
+            "seed": 0, "repeat": 1,
+            "grad_out": other.grad_out, "device": "cpu", "dtype": None if other.dtypes else other.dtype,
             "n_out": len(method.returns), "structure": structure, "names": [o.name for o in method.returns],
             "hooks": hooks}
 
@@ -62,7 +66,8 @@ def group_companion(problem, seed):
         return [Case(case_key("companion", vi, ci, i), "companion", variant, cfg, _call(problem, o),
                      must_raise=bool(o.raises), reference=not o.raises,
                      meta={"why": o.raises, "dtypes": o.dtypes or (o.dtype,)},
-                     tol=max((tolerance(d) for d in o.dtypes), key=lambda t: t.rtol, default=None))
+                     tol=tolerance(o.tolerance) if o.tolerance else
+                     max((tolerance(d) for d in o.dtypes), key=lambda t: t.rtol, default=None))
                 for i, o in enumerate(others)]
     return []
 
@@ -86,9 +91,16 @@ def check_companion(ctx):
                 ctx.fail(case, f"{name} came back as {dtype}, expected {' or '.join(case.meta['dtypes'])}")
             if g.device.type != "cpu":
                 ctx.fail(case, f"{name} came back on {g.device.type}, expected the CPU")
-            bad = mismatch(name, g, e, tolerance(dtype))
+            bad = mismatch(name, g, e, case.tol if case.tol and not case.meta["dtypes"][1:] else tolerance(dtype))
             if bad:
                 ctx.fail(case, bad)
+        for key, expected in (ctx.ref[case.key].grads or {}).items() if case.call.get("grad_out") else ():
+            got = (ctx.result(case).grads or {}).get(key)
+            label = f"gradient of {arg_names(ctx.problem, case.call)[int(key.split(':')[1].split('.')[0])]}"
+            bad = "no gradient reaches it" if got is None else mismatch(label, got, expected,
+                                                                         tolerance(case.call["dtype"], grad=True))
+            if bad:
+                ctx.fail(case, bad if got is not None else f"{label}: {bad}")
         changed = ctx.result(case).changed
         if changed:
             names = arg_names(ctx.problem, case.call)

@@ -1,11 +1,23 @@
 """Checks cuda and cuda_half: the same calls on a GPU, in every floating dtype."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from ..compare import tolerance
 from ..context import compare_all
-from ..registry import Check, register
+from ..registry import Check, options, register
 from ...draw.groups import case_key, each_case, form
 from ...draw.scenarios import Case, base_call, cast, make_mask
+
+
+@dataclass(frozen=True)
+class HalfInputs:
+    """The cuda_half check's options: `within(args)`, None or a function that moves a float64 call's inputs, in place,
+    into the range where float16 and bfloat16 can carry the contract's result (linear attention's features: elu(x) +
+    1 rounds to 0 in bfloat16 long before x = -8, the float32 range the contract names)."""
+
+    within: Callable | None = None
 
 
 def group_cuda(problem, seed, dtypes=("float64", "float32"), group="cuda"):
@@ -14,6 +26,9 @@ def group_cuda(problem, seed, dtypes=("float64", "float32"), group="cuda"):
         if ci != 0:
             continue
         call = base_call(problem, cfg, variant, gen(group), make_mask(problem, "query", cfg, gen(group, "lens")))
+        within = options(problem, "cuda_half").within if group == "half" and "cuda_half" in problem.points else None
+        if within is not None:
+            within(call["args"])
         for dt in dtypes:
             cases.append(Case(case_key(group, vi, ci, dt), group, variant, cfg, dict(cast(call, dt), device="cuda"),
                               lens=form(problem, "query")))
@@ -36,4 +51,5 @@ def check_device(group: str):
 
 
 register(Check("cuda", "CUDA float64/float32 vs CPU reference", {"cuda": group_cuda}, check_device("cuda"), needs_cuda=True))
-register(Check("cuda_half", "CUDA float16/bfloat16", {"half": group_half}, check_device("half"), needs_cuda=True, concepts=(("numerical stability", None),)))
+register(Check("cuda_half", "CUDA float16/bfloat16", {"half": group_half}, check_device("half"), needs_cuda=True,
+               options=HalfInputs, concepts=(("numerical stability", None),)))

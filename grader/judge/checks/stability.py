@@ -47,7 +47,7 @@ def group_stability(problem, seed):
 
 def _split_cases(problem, seed, split):
     """Config 0 with a key padding mask (the problem's per-batch form), valid scores near -1e4 and masked ones near
-    +1e4: both within the contract's bound, and the masked keys still get exactly 0."""
+    +1e4: both within the contract's bound, and the masked keys still get exactly 0; in float32 and float64."""
     cases = []
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
@@ -57,8 +57,9 @@ def _split_cases(problem, seed, split):
         call = base_call(problem, cfg, variant, g, rule(problem).from_lengths(problem, cfg, lens))
         masked = torch.arange(cfg["Tk"])[None, :] >= lens[:, None]  # (B, Tk)
         split(call["args"], call["state"], {**cfg, **variant}, masked, -0.999 * SCORE_BOUND, 0.999 * SCORE_BOUND)
-        cases.append(Case(case_key("stable", vi, ci, "split"), "stable", variant, cfg, cast(call, "float32"),
-                          lens=form(problem, "batch"), tags=frozenset({"split"})))
+        for dtype in ("float32", "float64"):  # a fill that is far enough below in one dtype only fails the other
+            cases.append(Case(case_key("stable", vi, ci, "split", dtype), "stable", variant, cfg, cast(call, dtype),
+                              lens=form(problem, "batch"), tags=frozenset({"split"})))
     return cases
 
 

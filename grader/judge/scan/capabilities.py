@@ -27,6 +27,7 @@ class Capability(enum.Enum):
     PROCESSES = "processes"
     THREADS = "threads"
     NUMPY_BRIDGE = "numpy_bridge"
+    RUN_CONTEXT = "run_context"
     UNREADABLE = "unreadable"
 
 
@@ -54,6 +55,9 @@ WORDS = {
     C.PROCESSES: "starts processes, sends signals or changes the process's limits",
     C.THREADS: "runs code in other threads, where torch's modes do not hold",
     C.NUMPY_BRIDGE: "makes tensors from NumPy arrays, computed outside torch",
+    C.RUN_CONTEXT: "reads where or how it runs (its own file's path, the environment, the files around it, the "
+                   "process), which code that computes attention never needs and code that behaves differently when "
+                   "graded does",
     C.UNREADABLE: "the grader could not read this module",
 }
 """The grader's words for each capability; a finding adds the kit's own name of what it found."""

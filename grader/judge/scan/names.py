@@ -30,6 +30,7 @@ ATTRIBUTES = {
     C.INTROSPECTION: ("__subclasses__", "__globals__", "__builtins__", "__closure__", "__code__", "__getattribute__"),
     C.IMPORT_HOOKS: ("meta_path", "path_hooks", "path_importer_cache"),
     C.NATIVE_CODE: ("ctypes",),
+    C.RUN_CONTEXT: ("__file__", "__spec__", "__loader__", "__cached__"),
 }
 """Attribute names that tell what they are whatever they are read from (frame.f_back, cls.__subclasses__)."""
 ATTRIBUTE = {name: cap for cap, names in ATTRIBUTES.items() for name in names}
@@ -71,6 +72,13 @@ DOTTED = (
                       "types.CodeType", "types.LambdaType", "torch.jit.CompilationUnit")),
     (C.NUMPY_BRIDGE, ("torch.from_numpy", "torch.frombuffer", "torch.from_dlpack", "torch.utils.dlpack")),
     (C.PRIVATE_TORCH, PRIVATE),
+    (C.RUN_CONTEXT, ("os.environ", "os.environb", "os.getenv", "os.getenvb", "os.getcwd", "os.getcwdb", "os.chdir",
+                     "os.getpid", "os.getppid", "os.getuid", "os.geteuid", "os.getlogin", "os.uname", "os.listdir",
+                     "os.scandir", "os.walk", "os.stat", "os.lstat", "os.access", "os.readlink", "os.path.exists",
+                     "os.path.lexists", "os.path.isfile", "os.path.isdir", "os.path.islink", "os.path.realpath",
+                     "os.path.abspath", "os.path.expanduser", "os.path.getsize", "os.path.getmtime", "pathlib", "glob",
+                     "sys.argv", "sys.orig_argv", "sys.executable", "sys.path", "socket", "platform", "getpass",
+                     "tempfile")),
 )
 """Dotted names (fnmatch patterns, matched on whole components) and what they are; the longest match wins."""
 
