@@ -52,6 +52,19 @@ class Terminal:
                 except OSError:  # EIO: the process closed the terminal
                     break
 
+    def wait(self, timeout: float) -> int:
+        """The process's exit status, reading what it writes meanwhile (as a terminal does: a terminal that stops
+        reading blocks a writer once its buffer of a few kilobytes is full)."""
+        end = time.monotonic() + timeout
+        while self.proc.poll() is None and time.monotonic() < end:
+            ready, _, _ = select.select([self.master], [], [], 0.2)
+            if ready:
+                try:
+                    self.text += os.read(self.master, 65536).decode(errors="replace")
+                except OSError:
+                    pass
+        return self.proc.wait(timeout=max(0.0, end - time.monotonic()) + 1)
+
     def screen(self) -> list[str]:
         """The last screen drawn: what follows the last clear, without colours."""
         assert CLEAR in self.text, "the screen was never cleared"
@@ -139,6 +152,6 @@ def test_watch_redraws_one_screen_and_tells_a_syntax_error_from_a_stub(watch):
     started = _descendants(term.proc.pid)
     assert started, "watch started no worker server"
     os.killpg(term.proc.pid, signal.SIGINT)  # Ctrl-C
-    assert term.proc.wait(timeout=60) == 130
+    assert term.wait(timeout=60) == 130
     time.sleep(0.5)
     assert [pid for pid, start in started.items() if _alive(pid, start)] == []

@@ -199,10 +199,21 @@ def take(impl_dir: str, targets: list[tuple[str, str]], limits) -> Jail:
 def stop() -> None:
     """Kill the spare (at the end of a command): nothing outlives it."""
     global _spare, _repeat
-    with _lock:
+    # A spare may be starting in another thread, which holds the lock until bwrap answers; the command must end all
+    # the same (Ctrl-C reaches bwrap too): past a few seconds the spare is left to --die-with-parent, which ends it
+    # with this process.
+    if not _lock.acquire(timeout=STOP_WAIT):
+        return
+    try:
         jail, _spare, _repeat = _spare, None, False
+    finally:
+        _lock.release()
     if jail is not None:
         jail.close()
+
+
+STOP_WAIT = 5.0
+"""Seconds stop() waits for a spare that is starting."""
 
 
 _requests: "queue.Queue | None" = None
