@@ -167,7 +167,7 @@ def test_a_step_that_changes_the_given_state_fails_naming_it(tmp_path):
 
 def test_a_fixed_chunk_size_fails_the_memory_check(tmp_path):
     """chunk_size ignored for a chunk of 32 of its own: within the bound only where the inputs' size dominates it, which
-    the memory calls' dims (d = 9, dv = 10) do not let happen."""
+    the memory calls' dims (T = 64, dv = 10: (4C)^2 > T*dv for C = 8) do not let happen."""
     source = (SOLUTIONS / "linear_attention.py").read_text()
     wrong = source.replace("C = chunk_size or max(T, 1)", "C = 32 if chunk_size else max(T, 1)")
     assert wrong != source and set(_failing(tmp_path, "linear_attention", wrong)) == {"memory"}

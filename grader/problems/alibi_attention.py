@@ -24,6 +24,12 @@ MISTAKES = tuple(m for m in BOOLEAN_MASK_MISTAKES if m.id != "softmax_no_max") +
                     "of 2c (the ones that fall between), the first n - c of them: n = 6 gives 1/4, 1/16, 1/64, 1/256, "
                     "1/2, 1/8.",
             hint="c = 2 ** floor(log2(n)); slopes = geometric(c) + geometric(2c)[0::2][:n - c]."),
+    Mistake("slopes_next_power_prefix", "for n no power of two, the first n slopes of the next power of two",
+            ((SLOPES, "slopes = geometric(c) if c == num_heads else geometric(2 * c)[:num_heads]"),),
+            explain="Taking 2c's sequence and cutting it to n heads gives the gentlest slopes to no one: n = 6 gets "
+                    "1/2, 1/4, ..., 1/64 where the paper gives 1/4, 1/16, 1/64, 1/256 and then 1/2, 1/8. The paper keeps "
+                    "c's slopes whole and fills in with every other slope of 2c.",
+            hint="c = 2 ** floor(log2(n)); slopes = geometric(c) + geometric(2c)[0::2][:n - c]."),
     Mistake("slopes_odd_indices", "the extra slopes taken at the odd indices of 2c's sequence",
             ((SLOPES, "slopes = geometric(c) + geometric(2 * c)[1::2][:num_heads - c]"),),
             explain="The odd entries of 2c's sequence are exactly c's own slopes (2^(-8*2k/2c) = 2^(-8k/c)): taking them "
@@ -60,6 +66,12 @@ MISTAKES = tuple(m for m in BOOLEAN_MASK_MISTAKES if m.id != "softmax_no_max") +
             explain="With Tq != Tk the queries are the last Tq positions (decoding after a prefill): pos(i) = i + Tk - Tq. "
                     "From the top left both the causal rule and the distances are off by Tk - Tq.",
             hint="pos(i) = i + (Tk - Tq); distance = |pos(i) - j|."),
+    Mistake("distance_from_row", "the distance |i - j| from the query's row, under a bottom-right causal rule",
+            ((DISTANCE, "distance = (torch.arange(Tq, device=queries.device)[:, None] - j).abs().to(queries.dtype)"),),
+            explain="The causal rule and the bias must agree on where query i sits: pos(i) = i + Tk - Tq. With the mask "
+                    "at pos(i) and the bias at i, a decoding query (Tq < Tk) is penalised as if it were Tk - Tq tokens "
+                    "earlier: every key's bias is off, the nearest ones most.",
+            hint="distance = |pos(i) - j| with pos(i) = i + (Tk - Tq), the same pos as the causal rule."),
     Mistake("signed_distance", "the signed distance pos(i) - j in the bias, also without the causal rule",
             ((DISTANCE, "distance = (pos - j).to(queries.dtype)"),),
             explain="Under the causal rule only keys j <= pos(i) remain, where pos(i) - j >= 0 and the sign does not "

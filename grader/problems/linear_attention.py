@@ -68,13 +68,14 @@ MISTAKES = (
             explain="The values are right, but a chunk size exists so that memory grows with chunk_size, not T: the "
                     "(T, T) products of the parallel form are what the chunked form avoids.",
             hint="Take chunk_size positions at a time, carrying S (d, dv) and z (d,) from one chunk to the next."),
-    Mistake("cumulative_outer_products", "every phi(k_j) v_j^T of a chunk kept and summed with cumsum",
-            ((NUM, "num = qc @ S + (qc[..., :, None, :] @ torch.cumsum(kc[..., :, None] * vc[..., None, :], dim=-3))"
-                   ".squeeze(-2)"),),
-            explain="The values are right, but each position's own (d, dv) sum S_i, chunk_size * d * dv numbers per "
-                    "head, is what the parallel form inside a chunk avoids: phi(q_c) @ S for the earlier chunks, and the "
-                    "masked (n, n) products for the chunk itself.",
-            hint="num = phi(q_c) @ S + (tril(phi(q_c) @ phi(k_c)^T)) @ v_c."),
+    Mistake("chunk_counted_twice", "a chunk's own keys counted twice: S and z updated with the chunk before its outputs, "
+            "then its own products added",
+            ((NUM, "num = qc @ (S + kc.transpose(-2, -1) @ vc) + a @ vc"),
+             (DEN, "den = qc @ (z + kc.sum(-2))[..., None] + a.sum(-1, keepdim=True)")),
+            explain="Inside a chunk, the earlier chunks come from the running sums and the chunk's own keys from the "
+                    "masked (n, n) products. Adding the chunk to S and z first counts its keys twice, the later ones "
+                    "(j > i) among them: only chunk_size=None, one chunk with no earlier ones, is spared.",
+            hint="Read S and z for the chunk's outputs first, then add the chunk: S = S + phi(k_c)^T v_c."),
     Mistake("chunk_size_not_checked", "chunk_size < 1 (or a bool, or a float) accepted",
             ((CHECKED, "if chunk_size is not None and chunk_size < 0:"),),
             explain="A chunk of 0 or -2 positions means nothing, and True or 2.5 is not a size: the contract raises "
@@ -180,10 +181,11 @@ def _half(args):
 
 
 def _memory_fit(cfg):
-    """T = 64 >= 8*C for every measured C (3 to 8), T > max(d, dv), d, dv >= 2, L = 2. With C = 8: C*d*dv > T*dv
-    (every position's own sum S_i within a chunk breaks the bound, as the (T, T) products do) and (4C)^2 > T*dv (a
-    fixed chunk of 32, or four times the one asked for, breaks it too)."""
-    return {**cfg, "B": 1, "H": 2, "Tq": 64, "Tk": 64, "T": 64, "dq": 9, "dk": 9, "d": 9, "dv": 10,
+    """T = 64 >= 8*C for every measured C (3 to 8), T > max(d, dv), d, dv >= 2, L = 2. The (T, T) products and a
+    cumulative sum over all T of phi(k_j) v_j^T break the bound; with C = 8, (4C)^2 > T*dv: a fixed chunk of 32, or four
+    times the one asked for, breaks it too. A cumulative sum within each chunk (C*d*dv <= T*dv, as min(d, dv) <= 8)
+    fits: its memory grows with chunk_size, not T, and issue 26 names it a correct style."""
+    return {**cfg, "B": 1, "H": 2, "Tq": 64, "Tk": 64, "T": 64, "dq": 6, "dk": 6, "d": 6, "dv": 10,
             "small_chunk": 3 + cfg["dv"] % 5}
 
 
