@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..compare import mismatch, tolerance
-from ..context import Failed
 from ..registry import Check, options, register
-from ...draw.describe import arg_names, call_text, error_text
+from ...draw.describe import arg_names, call_text
 from ...draw.groups import case_key, each_case
 from ...draw.scenarios import Case, output_structure
+from .construct import raised_value_error
 
 
 STEPPED = "steps"
@@ -74,15 +74,8 @@ def group_companion(problem, seed):
 
 def check_companion(ctx):
     for case in ctx.of("companion"):
-        text = call_text(ctx.problem, case)
-        res = ctx.got.get(case.key)
         if case.must_raise:
-            if res is None:
-                raise Failed(f"called {text}\nno result: {ctx.failure}")
-            if res.ok:
-                raise Failed(f"{text} was accepted; {case.meta['why']} must raise ValueError")
-            if not res.error.value_error:
-                raise Failed(f"{text} raised {error_text(res)}; {case.meta['why']} must raise ValueError")
+            raised_value_error(ctx, case, call_text(ctx.problem, case))
             continue
         got, expected = ctx.outputs(case), ctx.expected(case)
         for name, g, e in zip(case.call["names"], got, expected):

@@ -59,18 +59,24 @@ def check_parameters(ctx):
     check_value_errors(ctx)
 
 
+def raised_value_error(ctx, case, text: str):
+    """The result of a call that must raise ValueError (`case.meta["why"]` says why), once it did; else Failed."""
+    res = ctx.got.get(case.key)
+    if res is None:
+        raise Failed(f"called {text}\nno result: {ctx.failure}")
+    if res.ok:
+        raise Failed(f"{text} was accepted; {case.meta['why']} must raise ValueError")
+    if not res.error.value_error:
+        raise Failed(f"{text} raised {error_text(res)}; {case.meta['why']} must raise ValueError")
+    return res
+
+
 def check_value_errors(ctx):
     """Every call or constructor of the ctor_error cases must raise ValueError (naming `words`)."""
     p = ctx.problem
     for case in ctx.of("ctor_error"):
-        res = ctx.got.get(case.key)
         text = ctor_text(p, case.call["ctor"]) if case.call.get("ctor") else call_text(p, case)
-        if res is None:
-            raise Failed(f"called {text}\nno result: {ctx.failure}")
-        if res.ok:
-            raise Failed(f"{text} was accepted; {case.meta['why']} must raise ValueError")
-        if not res.error.value_error:
-            raise Failed(f"{text} raised {error_text(res)}; {case.meta['why']} must raise ValueError")
+        res = raised_value_error(ctx, case, text)
         missing = [w for w in case.meta["words"] if w not in res.error.text]
         if missing:
             raise Failed(f"{text} raised {error_text(res)}\nthe message must name the valid choices; missing: {', '.join(missing)}")
