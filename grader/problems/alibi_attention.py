@@ -93,6 +93,16 @@ MISTAKES = tuple(m for m in BOOLEAN_MASK_MISTAKES if m.id != "softmax_no_max") +
             explain="slopes=None means the paper's slopes; given slopes (a model's own, or trained ones) must be used "
                     "as they are.",
             hint="if slopes is None: slopes = alibi_slopes(H)."),
+    Mistake("queries_scaled_in_place", "the queries scaled in place (queries.mul_(d ** -0.5))",
+            ((SCALED, "scores = queries.mul_(d**-0.5) @ keys.transpose(-2, -1)"),),
+            explain="queries is the caller's tensor: mul_ changes it (a second call, or the caller's next use, sees "
+                    "scaled queries), and autograd refuses an in-place change of a leaf that needs its gradient.",
+            hint="scores = queries @ keys.transpose(-2, -1) / d ** 0.5 makes a new tensor."),
+    Mistake("heads_moved_last", "the output returned as (B, Tq, H, dv), heads moved next to the features",
+            (("return weights @ values, weights", "return (weights @ values).transpose(1, 2), weights"),),
+            explain="The contract's output keeps the heads where the inputs have them, (B, H, Tq, dv). The transpose "
+                    "belongs to a multi-head module that concatenates the heads afterwards, which is not this function.",
+            hint="return weights @ values, weights: (B, H, Tq, dv) and (B, H, Tq, Tk)."),
     Mistake("softmax_no_max", "softmax by hand without subtracting the maximum",
             ((SOFTMAX, "weights = (filled.exp() / filled.exp().sum(-1, keepdim=True)) * mask"),),
             explain="exp of a score of ~1e4 is inf, and inf / inf is NaN; subtracting the row maximum avoids it.",

@@ -76,6 +76,11 @@ MISTAKES = (
                     "masked (n, n) products. Adding the chunk to S and z first counts its keys twice, the later ones "
                     "(j > i) among them: only chunk_size=None, one chunk with no earlier ones, is spared.",
             hint="Read S and z for the chunk's outputs first, then add the chunk: S = S + phi(k_c)^T v_c."),
+    Mistake("heads_moved_last", "the output returned as (B, T, H, dv), heads moved next to the features",
+            (("return torch.cat(outs, dim=-2)", "return torch.cat(outs, dim=-2).transpose(1, 2)"),),
+            explain="The contract's output keeps the heads where the inputs have them, (B, H, T, dv). A model's layer "
+                    "transposes afterwards, to concatenate the heads; this function does not.",
+            hint="return the chunks concatenated along T: (B, H, T, dv)."),
     Mistake("chunk_size_not_checked", "chunk_size < 1 (or a bool, or a float) accepted",
             ((CHECKED, "if chunk_size is not None and chunk_size < 0:"),),
             explain="A chunk of 0 or -2 positions means nothing, and True or 2.5 is not a size: the contract raises "

@@ -75,7 +75,7 @@ def group_companion(problem, seed):
 def check_companion(ctx):
     for case in ctx.of("companion"):
         if case.must_raise:
-            raised_value_error(ctx, case, call_text(ctx.problem, case))
+            raised_value_error(ctx, case, call_text(ctx.problem, case), called=True)
             continue
         got, expected = ctx.outputs(case), ctx.expected(case)
         for name, g, e in zip(case.call["names"], got, expected):

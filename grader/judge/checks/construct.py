@@ -59,15 +59,17 @@ def check_parameters(ctx):
     check_value_errors(ctx)
 
 
-def raised_value_error(ctx, case, text: str):
-    """The result of a call that must raise ValueError (`case.meta["why"]` says why), once it did; else Failed."""
+def raised_value_error(ctx, case, text: str, called: bool = False):
+    """The result of a call that must raise ValueError (`case.meta["why"]` says why), once it did; else Failed (its
+    message led by "called <text>" where `called`, as the checks that run calls say it)."""
     res = ctx.got.get(case.key)
+    lead = f"called {text}\nit" if called else text
     if res is None:
         raise Failed(f"called {text}\nno result: {ctx.failure}")
     if res.ok:
-        raise Failed(f"{text} was accepted; {case.meta['why']} must raise ValueError")
+        raise Failed(f"{lead} was accepted; {case.meta['why']} must raise ValueError")
     if not res.error.value_error:
-        raise Failed(f"{text} raised {error_text(res)}; {case.meta['why']} must raise ValueError")
+        raise Failed(f"{lead} raised {error_text(res)}; {case.meta['why']} must raise ValueError")
     return res
 
 
