@@ -188,3 +188,22 @@ def test_self_attention_without_a_mask_is_called_both_ways():
              if c.group == "companion" and c.call.get("symbol") is None]
     square = [a for a in calls if a[0].shape[-2] == a[1].shape[-2] > 1 and (len(a) < 6 or a[5] is None)]
     assert {len(a) > 3 and a[3] is False for a in square} == {True, False}
+
+
+def test_given_slopes_need_no_gradient(tmp_path):
+    """slopes are a setting passed as a tensor: code that reads them as numbers (no gradient reaches them) is right."""
+    source = (SOLUTIONS / "alibi_attention.py").read_text()
+    numbers = source.replace("slopes = slopes.to(dtype=queries.dtype, device=queries.device)",
+                             "slopes = torch.tensor(slopes.tolist(), dtype=queries.dtype, device=queries.device)")
+    assert numbers != source and _failing(tmp_path, "alibi_attention", numbers) == {}
+
+
+def test_a_fill_far_enough_below_in_float32_only_fails_the_float64_split_calls(tmp_path):
+    """-1e4 for float64 scores (the dtype's own minimum otherwise): the split calls, valid scores near -1e4 beside masked
+    ones near +1e4, run in float64 too."""
+    source = (SOLUTIONS / "alibi_attention.py").read_text()
+    wrong = source.replace("filled = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",
+                           "filled = scores.masked_fill(~mask, -1e4 if scores.dtype == torch.float64 else "
+                           "torch.finfo(scores.dtype).min)")
+    assert wrong.count("-1e4") == 1
+    assert set(_failing(tmp_path, "alibi_attention", wrong)) == {"stability"}

@@ -16,6 +16,12 @@ def arg_names(problem: Problem, call: dict) -> list[str]:
     return [a.name for a in problem.method(called(call)[0]).args]
 
 
+def arg_name(problem: Problem, call: dict, at: int) -> str:
+    """The name of argument `at` of the function the call runs (its position where the spec names no such one)."""
+    names = arg_names(problem, call)
+    return names[at] if 0 <= at < len(names) else f"argument {at}"
+
+
 def call_text(problem: Problem, case) -> str:
     call = case.call
     symbol, how = called(call)

@@ -41,8 +41,7 @@ def render(problem: Problem, header: str = HEADER) -> str:
                                              else f"{problem.id}.{m.name}: not started") for m in problem.methods)
     out += f"\n\nclass {problem.symbol}(nn.Module):\n    \"\"\"{problem.class_doc}\"\"\"\n"
     for method in problem.methods:
-        name = method.signature.split("(")[0].replace("def ", "")
-        out += "\n" + _method(method, "    ", f"{problem.symbol}.{name}: not started")
+        out += "\n" + _method(method, "    ", f"{problem.symbol}.{method.name}: not started")
     return out
 
 

@@ -60,8 +60,8 @@ def stop() -> None:
     # whole process group) may hold it a while: past a few seconds it is killed, so that the command never hangs.
     import threading
 
-    for server, pid in ((forkserver._forkserver, "_forkserver_pid"), (resource_tracker._resource_tracker, "_pid")):
-        pid = getattr(server, pid, None)
+    for server, attr in ((forkserver._forkserver, "_forkserver_pid"), (resource_tracker._resource_tracker, "_pid")):
+        pid = getattr(server, attr, None)
         if pid is None or not hasattr(server, "_stop"):
             continue
         stopping = threading.Thread(target=server._stop, daemon=True)

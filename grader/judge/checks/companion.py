@@ -11,7 +11,7 @@ from typing import Callable
 
 from ..compare import mismatch, tolerance
 from ..registry import Check, options, register
-from ...draw.describe import arg_names, call_text
+from ...draw.describe import arg_name, call_text
 from ...draw.groups import case_key, each_case
 from ...draw.scenarios import Case, output_structure
 from .construct import raised_value_error
@@ -50,7 +50,8 @@ def _call(problem, other: Other) -> dict:
     method = problem.method(other.symbol)
     hooks = {} if other.steps is None else {STEPPED: dict(other.steps)}
     structure = output_structure(problem, method)
-    how = None if other.steps is None else "at each position in turn, each step given the state the previous one returned"
+    how = None if other.steps is None else \
+        "at each position in turn, each step given the state the previous one returned"
     return {"ctor": None, "symbol": other.symbol, "how": how, "state": None, "args": list(other.args), "train": False,
             "seed": 0, "repeat": 1,
             "grad_out": other.grad_out, "device": "cpu", "dtype": None if other.dtypes else other.dtype,
@@ -89,15 +90,14 @@ def check_companion(ctx):
                 ctx.fail(case, bad)
         for key, expected in (ctx.ref[case.key].grads or {}).items() if case.call.get("grad_out") else ():
             got = (ctx.result(case).grads or {}).get(key)
-            label = f"gradient of {arg_names(ctx.problem, case.call)[int(key.split(':')[1].split('.')[0])]}"
+            label = f"gradient of {arg_name(ctx.problem, case.call, int(key.split(':')[1].split('.')[0]))}"
             bad = "no gradient reaches it" if got is None else mismatch(label, got, expected,
                                                                          tolerance(case.call["dtype"], grad=True))
             if bad:
                 ctx.fail(case, bad if got is not None else f"{label}: {bad}")
         changed = ctx.result(case).changed
         if changed:
-            names = arg_names(ctx.problem, case.call)
-            name = names[changed[0]] if 0 <= changed[0] < len(names) else f"argument {changed[0]}"
+            name = arg_name(ctx.problem, case.call, changed[0])
             ctx.fail(case, f"the call modified its input `{name}` in place: what it returns must be new tensors "
                      "(S = S + ..., not S += ...)")
 

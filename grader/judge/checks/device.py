@@ -20,13 +20,12 @@ class HalfInputs:
     within: Callable | None = None
 
 
-def group_cuda(problem, seed, dtypes=("float64", "float32"), group="cuda"):
+def group_cuda(problem, seed, dtypes=("float64", "float32"), group="cuda", within=None):
     cases = []
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
             continue
         call = base_call(problem, cfg, variant, gen(group), make_mask(problem, "query", cfg, gen(group, "lens")))
-        within = options(problem, "cuda_half").within if group == "half" and "cuda_half" in problem.points else None
         if within is not None:
             within(call["args"])
         for dt in dtypes:
@@ -36,7 +35,7 @@ def group_cuda(problem, seed, dtypes=("float64", "float32"), group="cuda"):
 
 
 def group_half(problem, seed):
-    return group_cuda(problem, seed, ("float16", "bfloat16"), "half")
+    return group_cuda(problem, seed, ("float16", "bfloat16"), "half", options(problem, "cuda_half").within)
 
 
 def check_device(group: str):

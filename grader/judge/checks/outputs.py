@@ -9,7 +9,7 @@ import torch
 from ..compare import argmax_index, tolerance
 from ..context import returns_arrays, valid_mask
 from ..registry import Check, options, register
-from ...draw.describe import arg_names
+from ...draw.describe import arg_name
 from ...draw.groups import NEGATIVE, carried_cases, case_key, each_case, form, negative_cases, pairwise, with_args
 from ...draw.scenarios import Case, base_call, dim_names, make_mask, mask_kinds, output_shapes
 
@@ -108,8 +108,7 @@ def group_carried32(problem, seed):
 def check_side_effects(ctx):
     for case, res in _answered(ctx):  # every call the worker answered, whichever check drew it
         if res.changed:
-            names = arg_names(ctx.problem, case.call)
-            name = names[res.changed[0]] if 0 <= res.changed[0] < len(names) else f"argument {res.changed[0]}"
+            name = arg_name(ctx.problem, case.call, res.changed[0])
             ctx.fail(case, f"the call modified its input `{name}` in place; work on a "
                      "copy (masked_fill, not masked_fill_; x = x + 1, not x += 1)")
     for case in ctx.of("base") + ctx.of("f32") + ctx.of("f32_carried"):

@@ -1,8 +1,8 @@
 """One step at a time: a module's own step method (`method`), or the function the call runs (no `method`: a function
-defined beside the problem's, run/harness.py's `symbol`), called once per position of the arguments `split` (one index or a list) along `dim` (the position taken out: y_t =
-targets[:, t]), argument `carry` being the previous step's outputs `carry_outputs` (a recurrent state); the outputs
-are the steps' outputs stacked along `dim`, the carried ones the last step's. Options: {"method" (or none), "split",
-"dim", "carry", "carry_outputs"}."""
+defined beside the problem's, run/harness.py's `symbol`), called once per position of the arguments `split` (one
+index or a list) along `dim` (the position taken out: y_t = targets[:, t]), argument `carry` being the previous step's
+outputs `carry_outputs` (a recurrent state); the outputs are the steps' outputs stacked along `dim`, the carried ones
+the last step's. Options: {"method" (or none), "split", "dim", "carry", "carry_outputs"}."""
 from __future__ import annotations
 
 import torch
