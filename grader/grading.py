@@ -18,13 +18,14 @@ from .results import CheckResult, ProblemResult, Report, Status, Trouble, Use, V
 from .judge.context import Context, decode, Failed, GraderError, valid_mask
 from .judge.expected import Helper, References
 from .judge.plan import Plan
-from .judge.registry import Submission, grader_groups
+from .judge.registry import Submission, grader_groups, problem_hooks
 from .run.cgroup import reason
 from .judge.scan import refused, scan_problem
 from .run.jail import decide
 
 from .run.pool import Pool
-from .problems import all_problems, get
+from .errors import BadInput
+from .problems import all_problems, available, get, unavailable
 from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
 
 
@@ -48,7 +49,10 @@ def grade(impl, problem_ids=None, seed: int = DEFAULT_SEED, timeout: float = DEF
 
 
 def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: bool, references, lang) -> Report:
-    chosen = [get(pid, lang) for pid in problem_ids] if problem_ids else all_problems(lang)
+    chosen = [get(pid, lang) for pid in problem_ids] if problem_ids else available(lang)
+    for p in chosen:
+        if unavailable(p):
+            raise BadInput(f"{p.id}: {unavailable(p)}")
     problems = _with_prerequisites(chosen, lang)  # graded too, so that a failure is blamed on them only when they fail
     for p in problems:
         validate_checks(p)
@@ -108,21 +112,40 @@ def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict) -> dict:
         return next((p for p in waiting if not pool.workers[p.id].busy and helper.ready(p)
                      and not any(r in {q.id for q in waiting} for r in p.requires)), None)
 
+    def worth(p) -> bool:  # a costly problem's expected values are computed once its learner's code is seen to run
+        return not costly(p) or _started(pool.workers[p.id])
+
     while waiting:
         p = ready()
         if p is None and any(pool.workers[q.id].busy for q in waiting):
-            if not helper.compute_next(plan, waiting, pool.poll):  # work of our own while the workers run
-                pool.run_until(ready, wake=[helper.conn] if helper.conn is not None else [])
+            if not helper.compute_next(plan, [q for q in waiting if worth(q)], pool.poll):  # our work meanwhile
+                held = [q for q in waiting if not worth(q)]  # woken too when one of them turns out started
+                pool.run_until(lambda: ready() or any(worth(q) for q in held),
+                               wake=[helper.conn] if helper.conn is not None else [])
             continue
         p = p or waiting[0]  # nothing runs any more: its expected values are waited for
         waiting.remove(p)
-        refs = helper.get(plan, p, pool.poll)
+        refs = helper.get(plan, p, pool.poll) if worth(p) else {}  # a stub: nothing to compare
         for collect in answers.get(p.id, ()):
             pool.workers[p.id].results.update(collect())
         statuses[p.id] = _judge(p, plan, pool.workers[p.id], refs, statuses, scans[p.id], helper.references.variants,
                                 probe=_prober(pool, p.id))
         pool.release(p.id)
     return statuses
+
+
+def costly(problem) -> bool:
+    """A problem whose every call is slow (a worker hook on all of them, run/hooks/: a kernel interpreted)."""
+    from .run.hooks import HOOKS
+
+    return any(HOOKS[name].heavy for name in problem_hooks(problem))
+
+
+def _started(worker) -> bool:
+    """Has the learner's code answered a call with anything but NotImplementedError (a stub's)? Its worker done
+    without one: not started (its module failed to load, or every call raised the stub's error)."""
+    return any(r.get("ok") or (r.get("error") or {}).get("type") != "NotImplementedError"
+               for r in worker.results.values())
 
 
 TRACE_SECONDS = 10.0

@@ -11,7 +11,7 @@ import sys
 import jsonschema
 import pytest
 
-from conftest import snapshot
+from conftest import GRADED, snapshot
 from attnkit.problems import ORDER
 from attnkit import ROOT
 
@@ -35,7 +35,7 @@ def test_attnkit_grade_solutions_full_marks_and_json(tmp_path):
     report = json.loads(out.read_text())
     jsonschema.validate(report, SCHEMA)
     assert report["score"] == report["max_score"] > 0
-    assert [p["id"] for p in report["problems"]] == list(ORDER)
+    assert [p["id"] for p in report["problems"]] == list(GRADED)
     assert "total" in r.stdout and f"{report['score']:g}/{report['max_score']:g}" in r.stdout
 
 
@@ -118,7 +118,7 @@ def test_kit_tests_do_not_grade(tmp_path):
 def test_first_contact_on_untouched_stubs_is_short(tmp_path):
     """`pytest` on the stubs: one line per problem not started, the table, what to do next; at most 14 lines besides
     the table's row per problem and pytest's progress lines, and the run fails. `-v` shows every check."""
-    from attnkit.problems import ORDER
+    ORDER = GRADED  # noqa: N806 - the problems a full grading grades here
 
     shutil.copytree(ROOT / "exercises", tmp_path / "exercises")
     r = run("-m", "pytest", "--attnkit-impl", str(tmp_path / "exercises"), cwd=tmp_path)

@@ -155,6 +155,13 @@ HATCHES = {
     "working directory": ("import os.path as p\nhere = p.abspath('.')\n", C.RUN_CONTEXT, 2),
     # literal code given to exec: read as code, at the call's line
     "exec literal": ("x = 1\nexec('import ctypes')\n", C.NATIVE_CODE, 2),
+    # Triton's machinery, where the interpreter counts the kernels (the kernels stage)
+    "triton interpreter": ("import triton.runtime.interpreter as it\nit.interpreter_builder = None\n", C.KERNEL_RUNTIME, 1),
+    "triton knobs": ("import triton\ntriton.knobs.runtime.interpret = False\n", C.KERNEL_RUNTIME, 2),
+    "triton autotune": ("import triton\n@triton.autotune(configs=[], key=[])\ndef k():\n    pass\n", C.KERNEL_RUNTIME, 2),
+    "triton compiler from-import": ("from triton.compiler import compile\n", C.KERNEL_RUNTIME, 1),
+    "triton inline asm": ("import triton.language as tl\nf = tl.inline_asm_elementwise\n", C.KERNEL_RUNTIME, 2),
+    "triton private": ("import triton._C.libtriton as lib\n", C.KERNEL_RUNTIME, 1),
 }
 
 
@@ -324,7 +331,8 @@ def test_the_check_is_where_the_worker_enforces_a_contract():
     assert {p.id for p in all_problems() if "capabilities" in p.points} == {
         "scaled_dot_product_attention", "multihead_attention", "flash_attention", "attention_backward",
         "grouped_query_attention", "causal_self_attention", "chunked_additive_attention", "cross_attention",
-        "sliding_window_attention", "paged_attention", "latent_attention", "alibi_attention", "linear_attention"}
+        "sliding_window_attention", "paged_attention", "latent_attention", "alibi_attention", "linear_attention",
+        "triton_flash_attention"}
 
 
 def test_what_each_contract_refuses():

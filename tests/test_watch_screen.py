@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import SOLUTIONS, make_impl
+from conftest import GRADED, SOLUTIONS, make_impl
 from attnkit import ROOT
 from attnkit.model.stubs import render
 from attnkit.problems import ORDER, all_problems
@@ -117,8 +117,8 @@ def watch(tmp_path):
 
 def _table_on_top(lines: list[str]) -> None:
     assert lines[0].startswith("attnkit: ") and set(lines[1]) == {"─"}, lines[:3]
-    rows = [line.split()[0] for line in lines[2:2 + len(ORDER)]]
-    assert rows == list(ORDER), lines[:len(ORDER) + 3]  # one line per problem, in track order, checks not listed
+    rows = [line.split()[0] for line in lines[2:2 + len(GRADED)]]
+    assert rows == list(GRADED), lines[:len(GRADED) + 3]  # one line per problem, in track order, checks not listed
 
 
 def test_watch_redraws_one_screen_and_tells_a_syntax_error_from_a_stub(watch):

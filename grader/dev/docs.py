@@ -142,7 +142,8 @@ def _method_text(method: Method, heading: str = "") -> list[str]:
 
 def contract_section(number: int, problem: Problem) -> str:
     out = [f"## {number}. {heading(problem)}", ""]
-    lib = "NumPy only (the module must not import torch)" if returns_arrays(problem) else "torch"
+    lib = "NumPy only (the module must not import torch)" if returns_arrays(problem) else \
+        "torch and Triton" if "import triton" in problem.imports else "torch"
     defines = " and ".join(f"`{m.name}`" for m in problem.companions + (problem.methods[-1],)) if not problem.is_module \
         else f"`{problem.symbol}`"
     out += [f"File `{problem.id}.py`, which defines {defines} ({lib}); the spec is "

@@ -18,9 +18,14 @@ SCHEMA = "grader/report.schema.json"
 
 
 def render_schema(text: str) -> str:
-    """The report schema with the problem-id enum taken from the specs."""
+    """The report schema with the problem-id enum taken from the specs, and the capability enum of `uses` from the
+    source read's (judge/scan/capabilities.py)."""
+    from ..judge.scan.capabilities import Capability
+
     data = json.loads(text)
-    data["properties"]["problems"]["items"]["properties"]["id"]["enum"] = [p.id for p in all_problems("en")]
+    problem = data["properties"]["problems"]["items"]["properties"]
+    problem["id"]["enum"] = [p.id for p in all_problems("en")]
+    problem["uses"]["items"]["properties"]["capability"]["enum"] = [c.value for c in Capability]
     return json.dumps(data, indent=2) + "\n"
 
 

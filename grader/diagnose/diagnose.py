@@ -17,13 +17,15 @@ Where neither names one, the check says so, with what the results show, rather t
 from __future__ import annotations
 
 import functools
+import linecache
 import types
 import warnings
 
 import torch
 
 from ..judge.checks import CHECKS
-from ..judge.registry import check_cases, general_cases
+from ..judge.registry import check_cases, general_cases, problem_hooks
+from ..run.hooks import importing
 from ..judge.compare import tolerance, usage
 from .. import solution_path
 from ..judge.reference import reference
@@ -50,7 +52,10 @@ def _variant_module(pid: str, mid: str, dependency: str | None):
     source = solution_path(pid).read_text()
     module = types.ModuleType(f"attnkit_reference._mistake_{pid}_{dependency}_{mid}")
     module.__package__ = "attnkit_reference"
-    exec(compile(source if dependency else apply(source, mistake), f"<{mid}>", "exec"), module.__dict__)
+    text, name = source if dependency else apply(source, mistake), f"<attnkit mistake {pid}:{mid}>"
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)  # inspect reads it (triton.jit does)
+    with importing(problem_hooks(get(dependency or pid, "en"))):
+        exec(compile(text, name, "exec"), module.__dict__)
     if dependency:  # the module's own code, calling the dependency's mistaken version
         dep = get(dependency, "en")
         setattr(module, dep.symbol, getattr(_variant_module(dependency, mid, None), dep.symbol))
@@ -90,6 +95,8 @@ def same(case, a: Answer | None, b: Answer | None) -> bool | None:
         return False  # by another one, a full boolean mask against full float scores, reproduces closely at best)
     if _over(case, a) and _peak(a) != _peak(b):
         return False
+    if any(c.measure(case, a) != c.measure(case, b) for c in CHECKS.values() if c.measure is not None):
+        return False  # what a check measures of the call beside its values (a kernel's memory traffic)
     runs = zip(a.runs, b.runs)
     for run_a, run_b in runs:
         pairs = list(zip(run_a, run_b))

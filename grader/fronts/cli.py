@@ -160,7 +160,7 @@ def _impl_arg(p) -> None:
 
 def main(argv=None) -> int:
     """The command line, parsed and resolved here into its command's request (requests.py), which the command gets."""
-    from ..run.collector import pause, settle
+    from ..run.collector import finish, pause, settle
 
     pause()  # while torch and the specs load (run/collector.py); settled once they have
     args = parser().parse_args(argv)
@@ -200,7 +200,7 @@ def main(argv=None) -> int:
         # The process ends next: Python's last garbage collections would walk every object torch made (half a
         # second); frozen, they are skipped. Files and processes are closed above, not by the collector. The collector
         # is on again for a caller that goes on (a test calling main), also where the command stopped before settle().
-        settle()
+        finish()
 
 
 GRADING = ("grade", "grade-batch", "gradescope", "list", "watch", "solution", "dev")

@@ -144,12 +144,15 @@ class ProblemNode(pytest.Collector):
 
 
 class CheckItem(pytest.Item):
-    def __init__(self, *, grader, problem, check, points, **kw):
+    def __init__(self, *, grader, problem, check, points, absent=None, **kw):
         super().__init__(**kw)
         self.grader, self.problem, self.check = grader, problem, check
+        self.absent = absent  # why the problem is not graded here (a package it needs not installed), or None
         self.add_marker(pytest.mark.attnkit(problem=problem, check=check, points=points))
 
     def runtest(self):
+        if self.absent:
+            pytest.skip(f"{self.problem}: {self.absent}")
         result = self.grader.check_result(self.problem, self.check)
         self.user_properties.append(("points", f"{result.score:g}/{result.max_score:g}"))
         if result.status == "skipped":
@@ -190,6 +193,7 @@ class Grader:
     def pytest_collection_modifyitems(self, session, config, items):
         from ..errors import SpecError
         from ..judge.checks import validate_checks
+        from ..problems import left_out, unavailable
 
         try:
             problems = self._problems(config.option.keyword, self.chosen)
@@ -201,8 +205,11 @@ class Grader:
 
         for problem in problems:
             node = ProblemNode.from_parent(session, name=problem.id, path=ROOT, nodeid=f"attnkit::{problem.id}")
-            added = [CheckItem.from_parent(node, name=cid, grader=self, problem=problem.id, check=cid, points=pts)
-                     for cid, pts in problem.points.items()]
+            # not graded here (a package it needs not installed, or its stage left out): skipped, saying why
+            why = unavailable(problem) or (left_out(problem) if self.chosen is None or problem.id not in self.chosen
+                                           else None)
+            added = [CheckItem.from_parent(node, name=cid, grader=self, problem=problem.id, check=cid, points=pts,
+                                           absent=why) for cid, pts in problem.points.items()]
             items.extend(added)
             # reported as collected, as a file's tests are: the terminal counts them ("3 deselected / 2 selected",
             # never a negative count when -k deselects items that were added here)
@@ -223,7 +230,7 @@ class Grader:
         return problems
 
     def pytest_collection_finish(self, session):
-        seen = [i for i in session.items if isinstance(i, CheckItem)]
+        seen = [i for i in session.items if isinstance(i, CheckItem) and not i.absent]
         self.selected = list(dict.fromkeys(i.problem for i in seen))
         for i in seen:
             self.shown.setdefault(i.problem, set()).add(i.check)

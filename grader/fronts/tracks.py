@@ -18,6 +18,7 @@ def grouped(problems) -> list[tuple[str, str, list]]:
 def track_table(report, problems, colour: bool = False) -> str:
     """`attnkit list`: the track in order, each problem with its status, points and prerequisites,
     then what to do next (the first unsolved problem whose prerequisites all pass)."""
+    from ..problems import left_out, unavailable
     from ..report.summary import STATUS
     from ..report.term import paint
 
@@ -26,6 +27,9 @@ def track_table(report, problems, colour: bool = False) -> str:
     for n, (name, about, members) in enumerate(grouped(problems), 1):
         lines.append(paint(f"{n}. {name}: {about}", "bold", colour))
         for p in members:
+            if p.id not in status:  # not graded here: the one line that says what to install
+                lines.append(f"   {p.id:<30}{unavailable(p) or left_out(p) or 'not graded'}")
+                continue
             r = status[p.id]
             needs = [d for d in prerequisites(p) if d in status]
             blocked = [d for d in needs if status[d].status != "passed"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 import sys
 
 from .. import REFERENCE_DIR, solution_path
+from ..run.hooks import importing
 from ..run.loader import load_package, load_symbol
+from .registry import problem_hooks
 
 PACKAGE = "attnkit_reference"
 
@@ -19,4 +21,5 @@ def reference(problem):
     search = sys.modules[PACKAGE].__path__
     if str(path.parent) not in search:
         search.append(str(path.parent))
-    return load_symbol(path.parent, problem.id, problem.symbol, PACKAGE)
+    with importing(problem_hooks(problem)):  # as a worker would have set up (a kernel imported to be interpreted)
+        return load_symbol(path.parent, problem.id, problem.symbol, PACKAGE)

@@ -60,6 +60,9 @@ class Check:
     answer: Callable | None = None
     # the interviewer's summary by concept (report/concepts.py): (concept, None or problem -> bool: where it counts)
     concepts: tuple = ()
+    # (case, result) -> what the check measures of a call beside its values (None: not measured there), which two
+    # results must share to agree (diagnose/: a catalogued mistake reproduces the learner's results only if it does)
+    measure: Callable | None = None
     rows_sum_to_one: bool = False  # its verdict holds each weight row with an allowed key to sum 1 (the public checks
     # ask it of their fixed example only where one of the problem's checks does: integrations/public.py)
 

@@ -115,6 +115,9 @@ class Problem:
     # the language of the texts above: "en" as written here; problems.get(id, lang) gives a copy whose texts come from
     # the catalogue grader/problems/<lang>/<id>.json (grader/model/i18n.py)
     lang: str = "en"
+    # (module, extra): Python packages its grading needs beyond the kit's own requirements, and the extra that
+    # installs each (problems.unavailable: without them the problem is shown as not available, never graded)
+    needs: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_module(self) -> bool:

@@ -11,5 +11,7 @@ TRACKS = (
     ("LLM", "the attention of today's decoders: RoPE, grouped-query heads, tiling, the backward pass, a KV cache"),
     ("serving", "the attention of serving and long contexts, where the point is what is not computed: a sliding "
                 "window with sinks, linear biases (ALiBi), latent attention, a paged KV cache, linear attention"),
+    ("kernels", "attention as GPU kernels in Triton, graded on any machine through Triton's interpreter: values, memory "
+                "traffic, bounds and the on-chip budget"),
     ("memory", "the follow-up question: the same result under a memory bound"),
 )

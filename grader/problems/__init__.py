@@ -74,6 +74,43 @@ def all_problems(lang: str | None = None) -> list[Problem]:
     return [get(pid, lang) for pid in _order()]
 
 
+def unavailable(problem: Problem) -> str | None:
+    """Why the problem cannot be graded here, in one line (a package its grading needs is not installed), or None."""
+    import importlib.util
+
+    missing = []
+    for module, extra in problem.needs:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a module set to None in sys.modules, a broken parent package
+            found = False
+        if not found:
+            missing.append((module, extra))
+    if not missing:
+        return None
+    names = ", ".join(m for m, _ in missing)
+    extras = ",".join(sorted({e for _, e in missing}))
+    return f"not available: needs {names}, not installed (pip install -e \".[{extras}]\" in the kit's folder)"
+
+
+SKIP_STAGES = "ATTNKIT_SKIP_STAGES"
+"""Stages (tracks) a full grading leaves out, comma-separated (`ATTNKIT_SKIP_STAGES=kernels pytest`): their problems
+are graded only when named (`--problems`). The kit's own tests set it for the kernels stage, which its own tests grade."""
+
+
+def left_out(problem: Problem) -> str | None:
+    """Why a full grading leaves the problem out (its stage named in $ATTNKIT_SKIP_STAGES), or None."""
+    import os
+
+    stages = {s.strip() for s in os.environ.get(SKIP_STAGES, "").split(",") if s.strip()}
+    return f"left out: {SKIP_STAGES} names its stage ({problem.track})" if problem.track in stages else None
+
+
+def available(lang: str | None = None) -> list[Problem]:
+    """The problems a full grading grades here: all_problems without those `unavailable` or `left_out`."""
+    return [p for p in all_problems(lang) if unavailable(p) is None and left_out(p) is None]
+
+
 def get(pid: str, lang: str | None = None) -> Problem:
     """The spec of `pid`, its texts in `lang` ("en": the spec itself). The spec and every language's catalogue
     entry are validated at its first load. None: the ambient language (grader/model/i18n.py `ambient`), for

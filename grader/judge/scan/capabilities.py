@@ -28,6 +28,7 @@ class Capability(enum.Enum):
     THREADS = "threads"
     NUMPY_BRIDGE = "numpy_bridge"
     RUN_CONTEXT = "run_context"
+    KERNEL_RUNTIME = "kernel_runtime"
     UNREADABLE = "unreadable"
 
 
@@ -58,6 +59,9 @@ WORDS = {
     C.RUN_CONTEXT: "reads where or how it runs (its own file's path, the environment, the files around it, the "
                    "process), which code that computes attention never needs and code that behaves differently when "
                    "graded does",
+    C.KERNEL_RUNTIME: "reaches into Triton's runtime, compiler, settings or tools, autotunes, or runs inline assembly "
+                      "(the grader runs and counts the kernels with Triton's interpreter; the block sizes are the "
+                      "launcher's arguments)",
     C.UNREADABLE: "the grader could not read this module",
 }
 """The grader's words for each capability; a finding adds the kit's own name of what it found."""

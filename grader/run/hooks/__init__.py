@@ -3,6 +3,8 @@
 A call names its hooks with their options (`call["hooks"] = {name: options}`); the harness (run/harness.py) and the
 worker (run/worker.py) loop over them and name none. A hook may:
   setup(options)                      once per worker, before the learner's module loads (first batch)
+  importing(options)                  a context manager around the grader's own imports of a module (the reference,
+                                      a catalogued mistake's variant): what setup does for a worker's whole life
   around(options)                     a context manager around the call's runs; what it yields is its state
   run(options, fn, args, once)        one run of the call (default: once(fn, args), the plain call)
   prepare(options, value)             each argument, after the grader's own preparation
@@ -31,6 +33,9 @@ class Hook:
 
     def setup(self, options) -> None:
         return None
+
+    def importing(self, options):
+        return contextlib.nullcontext()
 
     def around(self, options):
         return contextlib.nullcontext()
@@ -78,6 +83,15 @@ def outside(call: dict) -> dict:
     the hook is dropped)."""
     hooks = {n: HOOKS[n].outside(o) for n, o in (call.get("hooks") or {}).items()}
     return dict(call, hooks={n: o for n, o in hooks.items() if o is not None})
+
+
+@contextlib.contextmanager
+def importing(hooks: dict):
+    """Each of the hooks' (`{name: options}`) `importing` context entered, outermost first."""
+    with contextlib.ExitStack() as stack:
+        for h, options in active({"hooks": hooks}):
+            stack.enter_context(h.importing(options))
+        yield
 
 
 def heavy(call: dict) -> bool:

@@ -1,0 +1,82 @@
+"""Check onchip: the kernels fit a GPU's on-chip budget, measured without a GPU.
+
+One call in float16 at GPU-sized tiles (the spec's `call(cfg)`): the kernels it launches are compiled by Triton for
+each CUDA arch of the spec (run/hooks/triton.py's `onchip`), and each compiled kernel's shared memory and registers
+must fit the arch: shared memory per block at most the arch's opt-in maximum, registers per thread at most 255 and
+registers per block (threads x registers) at most the 65,536 of one multiprocessor, and nothing spilled from the
+registers to local memory (cuobjdump's stack frame). The message shows the numbers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..context import GraderError
+from ..registry import Check, options, register
+from .traffic import trusted
+from ...draw.groups import each_case, with_args
+from ...draw.scenarios import Case, base_call, make_mask
+
+SHARED = {80: 166_912, 86: 101_376, 89: 101_376, 90: 232_448}
+"""Shared memory one block may use, in bytes (the opt-in maximum: CUDA's programming guide, compute capabilities)."""
+REGISTERS = 65_536  # per multiprocessor, every arch above
+MAX_PER_THREAD = 255
+
+
+@dataclass(frozen=True)
+class OnchipOptions:
+    """`call(cfg)` -> (dims, {argument: value}, dtype): the compiled call; `arches`: the CUDA archs (80: sm_80)."""
+
+    call: Callable
+    arches: tuple = (80, 90)
+
+
+def group_onchip(problem, seed):
+    opts = options(problem, "onchip")
+    vi, variant, ci, cfg, gen = next(iter(each_case(problem, seed)))
+    dims, args, dtype = opts.call(cfg)
+    cfg = {**cfg, **dims}
+    call = base_call(problem, cfg, variant, gen("onchip"), make_mask(problem, "none", cfg, gen("onchip")), dtype=dtype)
+    call = dict(with_args(problem, call, args), hooks={"onchip": {"arches": list(opts.arches)}})
+    return [Case("onchip", "onchip", variant, cfg, call, reference=False)]
+
+
+def check_onchip(ctx):
+    arches = options(ctx.problem, "onchip").arches
+    for case in ctx.of("onchip"):
+        trusted(ctx, case)  # measured in the learner's sandbox, as the traffic is
+        seen = ctx.result(case).extra.get("onchip")
+        if seen is None:
+            ctx.fail(case, "the grader's compilation of the kernels is missing: it was switched off")
+        if seen.get("fault"):
+            raise GraderError(f"the grader could not compile the kernels for a GPU: {seen['fault']}")
+        if seen.get("error"):
+            ctx.fail(case, f"Triton could not compile the kernels for a GPU: {seen['error']}")
+        if not seen["launches"]:
+            ctx.fail(case, "no Triton kernel was launched: there is nothing to compile")
+        for arch in arches:
+            shared, regs = seen[f"shared_{arch}"], seen[f"regs_{arch}"]
+            threads = 32 * seen[f"warps_{arch}"]
+            where = f"compiled for sm_{arch}, kernel `{seen[f'kernel_{arch}']}` uses {shared:,} bytes of shared " \
+                    f"memory and {regs} registers per thread ({threads} threads: {regs * threads:,} per block)"
+            if shared > SHARED[arch]:
+                ctx.fail(case, f"{where}; sm_{arch} gives a block at most {SHARED[arch]:,} bytes: smaller tiles, or "
+                         "fewer of them held at once")
+            spill = seen[f"spill_{arch}"]
+            if spill:
+                ctx.fail(case, f"{where}, and {spill:,} bytes per thread that did not fit the registers spill to "
+                         f"local memory (slow, off the chip): smaller tiles, or fewer values live at once")
+            if regs > MAX_PER_THREAD or regs * threads > REGISTERS:
+                ctx.fail(case, f"{where}; sm_{arch} gives a thread at most {MAX_PER_THREAD} and a block at most "
+                         f"{REGISTERS:,}")
+
+
+def _contract(problem, opts):
+    return [f"Compiled for {', '.join(f'sm_{a}' for a in opts.arches)} without a GPU, the kernels' shared memory per "
+            f"block and registers fit each arch ({', '.join(f'sm_{a}: {SHARED[a]:,} bytes' for a in opts.arches)}; "
+            f"at most {MAX_PER_THREAD} registers per thread and {REGISTERS:,} per block, none spilled to local memory).",
+            ""]
+
+
+register(Check("onchip", "fits the on-chip budget of sm_80 and sm_90 (compiled without a GPU)", {"onchip": group_onchip},
+               check_onchip, options=OnchipOptions, contract=_contract, diagnose=False,
+               needs=lambda p: None if "onchip" in (p.options or {}) else "options['onchip'] (the compiled call)"))

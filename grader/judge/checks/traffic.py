@@ -1,0 +1,142 @@
+"""Checks traffic and bounds: what a Triton kernel moves between global memory and the chip, counted element by element
+while Triton's interpreter runs it (run/kernels.py, run/hooks/triton.py).
+
+traffic: on calls with partial last blocks, causal and not (the spec's shapes: square, more queries than keys), the elements the launched kernels load stay within the
+tiled algorithm's IO (the spec's `io(cfg, args)`: each query tile once, each key and value tile once per query block
+that needs it), they store exactly the outputs' elements, and what the launcher returns is what the kernels stored.
+bounds: on every call, no load or store falls outside the tensors the launch passed (the interpreter reads and
+writes there silently: a GPU reads another tensor, or faults); a catalogued mistake explains it on the traffic calls.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..compare import tolerance
+from ..context import compare_all
+from ..registry import Check, options, register
+from ..scan import refused
+from ...draw.groups import case_key, each_case, with_args
+from ...draw.scenarios import Case, base_call, make_mask, mask_kinds
+
+
+@dataclass(frozen=True)
+class TrafficOptions:
+    """`io(cfg, args)` -> (most elements loaded, elements stored) for a call's arguments (spelled out to the last);
+    `calls(cfg)` -> [{argument: value}], the settings of the measured calls; `dims(cfg)` -> [{dim: size}], more
+    shapes than config 0's (before the spec's fit: where causal blocks can be skipped, where rows have no key);
+    `words`: the IO bound in words."""
+
+    io: Callable
+    calls: Callable
+    words: str
+    dims: Callable = lambda cfg: ()
+
+
+def _hooks(problem, _options):
+    return {"interpret": True, "traffic": {"names": list(problem.outputs)}}
+
+
+def group_traffic(problem, seed):
+    """Config 0 of each variant as drawn and with each of the spec's `dims`, with each masking kind, under each of
+    the spec's settings."""
+    opts = options(problem, "traffic")
+    cases = []
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        if ci != 0:
+            continue
+        for di, dims in enumerate([{}, *opts.dims(cfg)]):
+            fitted = problem.fit({**cfg, **dims}, variant) if dims else cfg
+            for kind in mask_kinds(problem, fitted):
+                g = gen("traffic", di, kind)
+                call = base_call(problem, fitted, variant, g, make_mask(problem, kind, fitted, g), dtype="float32")
+                for i, overrides in enumerate(opts.calls(fitted)):
+                    measured = with_args(problem, call, overrides)
+                    args = measured["args"] + [problem.call_defaults[n]
+                                               for n in problem.arg_names[len(measured["args"]):]]
+                    loads, stores = opts.io(fitted, args)
+                    cases.append(Case(case_key("traffic", vi, ci, di, kind, i), "traffic", variant, fitted, measured,
+                                      lens=kind, meta={"loads": loads, "stores": stores}))
+    return cases
+
+
+def check_traffic(ctx):
+    words = options(ctx.problem, "traffic").words
+    for case in ctx.of("traffic"):
+        seen = _seen(ctx, case)
+        if seen["unwritten"]:
+            ctx.fail(case, f"what the call returned is not what its kernels stored ({seen['unwritten']}): the "
+                     "kernels must compute the outputs and store each element once")
+        loads, stores = case.meta["loads"], case.meta["stores"]
+        if seen["loaded"] > loads or seen["stored"] != stores:
+            ctx.fail(case, f"the kernels ({seen['launches']} launch{'es' if seen['launches'] != 1 else ''}) loaded "
+                     f"{seen['loaded']:,} elements and stored {seen['stored']:,}; the tiled algorithm loads at most "
+                     f"{loads:,} ({words}) and stores {stores:,}, each output element once. By your kernels' "
+                     f"arguments: {seen.get('by_arg') or '?'}. "
+                     + ("Something more than the outputs was written to global memory (a score matrix, a scratch "
+                        "buffer)." if seen["stored"] > stores else "Some output elements were never stored."
+                        if seen["stored"] < stores else "A tile loaded more often than once per query block (a "
+                        "query tile reloaded per key block), or key blocks no row of the query block may see "
+                        "(causal: those wholly above the diagonal) were loaded."))
+        compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(case.call["dtype"]))
+
+
+def trusted(ctx, case) -> None:
+    """The counts come from the learner's own process: where its source could switch them off or forge them (a
+    finding the contract refuses, judge/scan/), they prove nothing, and the check fails."""
+    for source in ctx.of("source"):
+        got = ctx.got.get(source.key)
+        bad = [f for f in (got.extra.get("findings") or []) if refused(ctx.problem, f)] if got and got.ok else []
+        if bad:
+            ctx.fail(case, f"the kernels' memory accesses are counted inside your process, and the source can reach "
+                     f"what counts them ({bad[0].describe()}; the capabilities check lists each): the counts prove "
+                     "nothing, so this check is not met")
+
+
+def _seen(ctx, case) -> dict:
+    trusted(ctx, case)
+    seen = ctx.result(case).extra.get("traffic")
+    if not seen:
+        ctx.fail(case, "the grader's count of the kernels' memory traffic is missing: it was switched off, so the "
+                 "traffic cannot be checked and is not within the bound")
+    if not seen["launches"]:
+        ctx.fail(case, "no Triton kernel was launched: the launcher must compute the outputs with its kernels")
+    return {"unwritten": "", "first_outside": "", **seen}
+
+
+def check_bounds(ctx):
+    for case in ctx.cases.values():
+        if case.must_raise or not case.reference or case.key not in ctx.got:
+            continue
+        trusted(ctx, case)
+        res = ctx.result(case)
+        seen = res.extra.get("traffic")
+        if seen is None:
+            ctx.fail(case, "the grader's count of the kernels' memory accesses is missing: it was switched off")
+        if seen["outside"]:
+            ctx.fail(case, f"{seen['outside']:,} element accesses fell outside the tensors the launch passed, the "
+                     f"first: {seen.get('first_outside') or '?'}. The interpreter lets them through (a GPU reads "
+                     "another tensor's memory, or faults): mask every load and store of a partial block "
+                     "(mask=offsets < length)")
+
+
+def _measure(case, answer):
+    """What the counts say of a call: (the elements loaded where over the IO bound, those stored where not the
+    outputs', whether any access fell outside a tensor, whether the outputs are not what the kernels stored)."""
+    seen = answer.extra.get("traffic")
+    if not seen:
+        return None
+    over = seen["loaded"] if "loads" in case.meta and seen["loaded"] > case.meta["loads"] else None
+    stores = seen["stored"] if "stores" in case.meta and seen["stored"] != case.meta["stores"] else None
+    return over, stores, seen["outside"] > 0, bool(seen.get("unwritten"))
+
+
+register(Check("traffic", "memory traffic within the tiled algorithm's IO (counted by the interpreter)",
+               {"traffic": group_traffic}, check_traffic, options=TrafficOptions, hooks=_hooks,
+               enforces="memory traffic counted in the interpreter",
+               needs=lambda p: None if "traffic" in (p.options or {}) and "capabilities" in p.points
+               else "options['traffic'] (io, calls, words) and the capabilities check (the source read)",
+               measure=_measure, concepts=(("memory", None),)))
+register(Check("bounds", "no load or store outside the tensors passed", {"traffic": group_traffic}, check_bounds,
+               needs=lambda p: None if "traffic" in p.points and "capabilities" in p.points
+               else "the traffic and capabilities checks (the counts, and the source read that vouches for them)"))

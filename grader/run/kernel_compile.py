@@ -1,0 +1,143 @@
+"""Triton kernels compiled for CUDA targets without a GPU: their shared memory, registers and spills (the `onchip`
+hook, run/hooks/triton.py), in a child process of the worker, inside its sandbox."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .kernels import INTERPRET
+TYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
+         torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8",
+         torch.bool: "i1"}
+"""Triton's name of each tensor dtype a kernel's pointer may have."""
+
+
+class LearnerCompileError(Exception):
+    """Triton refused to compile the learner's kernel (its own message): the learner's failure, not the grader's."""
+
+
+def compile_launches(launches: list, arches: tuple, timeout: float = 120.0) -> dict:
+    """Each distinct launch's kernel compiled for each CUDA arch (80: sm_80, 90: sm_90) without a GPU, as the launch
+    specialised it: {arch: [(kernel name, shared bytes, registers per thread, spilled bytes, warps)]}.
+
+    In a child process (COMPILE, run with `python -I -c`): a process that interpreted a kernel cannot compile one, since
+    triton.language's own jit functions are made interpreted or compiled once, when it is first imported. The child
+    executes the learner's file again with the interpreter off, so that its kernels are the compiler's own, and keeps
+    Triton's cache in a temporary folder, removed after."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    jobs, seen = [], set()
+    for launch in launches:
+        fn = launch.kernel.fn
+        args = {name: _describe(name, fn.__name__, value) for name, value in launch.args.items()}
+        job = {"path": fn.__code__.co_filename, "kernel": fn.__name__, "args": args,
+               "warps": int(launch.options.get("num_warps", 4)), "stages": int(launch.options.get("num_stages", 3))}
+        key = json.dumps(job, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            jobs.append(job)
+    with tempfile.TemporaryDirectory(prefix="attnkit-triton-") as tmp:
+        out = os.path.join(tmp, "result.json")
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH")}
+        env.update({INTERPRET: "0", "TRITON_CACHE_DIR": tmp, "TRITON_HOME": tmp, "HOME": tmp,
+                    "TRITON_DEFAULT_FP_FUSION": "1"})
+        done = subprocess.run([sys.executable, "-I", "-c", COMPILE, out, json.dumps({"jobs": jobs, "arches": arches})],
+                              env=env, cwd=tmp, capture_output=True, text=True, timeout=timeout, check=False)
+        try:
+            with open(out, encoding="utf-8") as f:
+                result = json.load(f)
+        except (OSError, ValueError):
+            raise RuntimeError(f"the compiling process gave no result (status {done.returncode}): "
+                               f"{(done.stderr or '').strip()[-300:]}") from None
+    if not isinstance(result, dict):
+        raise RuntimeError("the compiling process gave no result")
+    if isinstance(result.get("refused"), str):
+        raise LearnerCompileError(result["refused"][:300])
+    compiled = {}
+    for arch in arches:
+        rows = result.get(str(arch))
+        if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == 5 and isinstance(r[0], str)
+                                                 and all(type(x) is int for x in r[1:]) for r in rows):
+            raise RuntimeError(f"the compiling process gave no result for sm_{arch}")
+        compiled[arch] = [tuple(r) for r in rows]
+    return compiled
+
+
+def _describe(name: str, kernel: str, value):
+    """A launch argument as the child rebuilds it: a tensor by its dtype, a number or flag as itself."""
+    if isinstance(value, torch.Tensor):
+        return {"tensor": TYPES.get(value.dtype, "fp32")}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise LearnerCompileError(f"argument `{name}` of `{kernel}` is a {type(value).__name__}, which the grader cannot "
+                              "pass to a compilation (numbers, flags and tensors only)")
+
+
+COMPILE = r"""
+import builtins, json, os, re, subprocess, sys
+out, request = sys.argv[1], json.loads(sys.argv[2])
+def give(result):
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    sys.exit(0)
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.compiler.errors import CompilationError
+from triton.runtime.jit import JITFunction
+tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+modules, result = {}, {str(a): [] for a in request["arches"]}
+for job in request["jobs"]:
+    path, name = job["path"], job["kernel"]
+    if path not in modules:
+        scope = {"__name__": "attnkit_compiled", "__file__": path, "__builtins__": builtins}
+        try:
+            with open(path, encoding="utf-8") as f:
+                exec(compile(f.read(), path, "exec"), scope)
+        except BaseException as exc:
+            give({"refused": f"executing the file with Triton's interpreter off raised {type(exc).__name__}: {exc}"})
+        modules[path] = scope
+    kernel = modules[path].get(name)
+    if not isinstance(kernel, JITFunction):
+        give({"refused": f"`{name}` is not a @triton.jit kernel at the top level of its file"})
+    signature, constexprs = {}, {}
+    for p in kernel.params:
+        value = job["args"].get(p.name)
+        if p.is_constexpr or value is None:
+            signature[p.name], constexprs[p.name] = "constexpr", value
+        elif isinstance(value, dict):
+            signature[p.name] = "*" + value["tensor"]
+        elif isinstance(value, bool):
+            signature[p.name] = "i1"
+        elif isinstance(value, int):
+            signature[p.name] = "i32" if -2 ** 31 <= value < 2 ** 31 else "i64"
+        elif isinstance(value, float):
+            signature[p.name] = "fp32"
+        else:
+            give({"refused": f"argument `{p.name}` of `{name}` is text: pass it as a tl.constexpr"})
+    for arch in request["arches"]:
+        try:
+            done = triton.compile(ASTSource(kernel, signature, constexprs=constexprs), target=GPUTarget("cuda", arch, 32),
+                                  options={"num_warps": job["warps"], "num_stages": job["stages"]})
+        except CompilationError as exc:
+            lines = [l for l in str(exc).strip().splitlines() if l.strip()]
+            give({"refused": f"`{name}` does not compile for sm_{arch}: {lines[-1] if lines else 'no message'}"})
+        except OSError as exc:
+            if exc.errno != 27:  # EFBIG: a file over the worker's output limit
+                raise
+            give({"refused": f"compiling `{name}` for sm_{arch} writes files over the worker's output limit "
+                             "(--output-limit): code that large does not fit a GPU's registers either"})
+        cubin = os.path.join(os.getcwd(), f"{name}_{arch}.cubin")
+        with open(cubin, "wb") as f:
+            f.write(done.asm["cubin"])
+        usage = subprocess.run([tool, "-res-usage", cubin], capture_output=True, text=True, timeout=60, check=True)
+        found = re.search(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)", usage.stdout)
+        regs, stack, static, local = map(int, found.groups())  # what does not fit the registers goes to the stack
+        result[str(arch)].append([name, done.metadata.shared + static, regs, stack + local, job["warps"]])
+give(result)
+"""
+"""The child's program (compile_launches): argv = the result file, the request as JSON."""
