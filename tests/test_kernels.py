@@ -160,3 +160,20 @@ def test_a_process_that_imported_triton_without_the_interpreter_says_so():
             "try:\n    interpreting()\nexcept RuntimeError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "before its interpreter was turned on" in done.stdout, done.stderr
+
+
+HERE = ROOT / "tests" / "kernels"
+
+
+def test_a_kernel_copying_what_the_launcher_computed_fails_traffic(tmp_path):
+    """Attention in torch, a kernel that copies it into the outputs: the kernels loaded memory no input holds."""
+    failing = _failing(_graded(tmp_path, (HERE / "torch_then_copy.py").read_text()))
+    assert set(failing) == {"traffic"}, failing
+    assert "from memory that is none of the call's inputs" in failing["traffic"].message
+
+
+def test_the_kernels_compiled_must_be_those_that_ran(tmp_path):
+    """A file that defines another kernel when the interpreter is off (told apart by tl.zeros' type) fails onchip."""
+    failing = _failing(_graded(tmp_path, (HERE / "other_kernel_when_compiled.py").read_text()))
+    assert set(failing) == {"onchip"}, failing
+    assert "defines other kernels when Triton's interpreter is off" in failing["onchip"].message

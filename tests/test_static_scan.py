@@ -162,6 +162,8 @@ HATCHES = {
     "triton compiler from-import": ("from triton.compiler import compile\n", C.KERNEL_RUNTIME, 1),
     "triton inline asm": ("import triton.language as tl\nf = tl.inline_asm_elementwise\n", C.KERNEL_RUNTIME, 2),
     "triton private": ("import triton._C.libtriton as lib\n", C.KERNEL_RUNTIME, 1),
+    "triton builder by attribute": ("def f(b):\n    return b.interpreter_builder\n", C.KERNEL_RUNTIME, 2),
+    "inspect": ("import inspect\n", C.INTROSPECTION, 1),
 }
 
 

@@ -34,7 +34,8 @@ def compile_launches(launches: list, arches: tuple, timeout: float = 120.0) -> d
     for launch in launches:
         fn = launch.kernel.fn
         args = {name: _describe(name, fn.__name__, value) for name, value in launch.args.items()}
-        job = {"path": fn.__code__.co_filename, "kernel": fn.__name__, "args": args,
+        job = {"path": fn.__code__.co_filename, "kernel": fn.__name__, "args": args, "module": fn.__module__,
+               "fingerprint": _fingerprint(fn.__globals__),
                "warps": int(launch.options.get("num_warps", 4)), "stages": int(launch.options.get("num_stages", 3))}
         key = json.dumps(job, sort_keys=True)
         if key not in seen:
@@ -68,16 +69,58 @@ def compile_launches(launches: list, arches: tuple, timeout: float = 120.0) -> d
 
 
 def _describe(name: str, kernel: str, value):
-    """A launch argument as the child rebuilds it: a tensor by its dtype, a number or flag as itself."""
+    """A launch argument as the child rebuilds it: a tensor by its dtype, a Triton dtype by its name (a constexpr such
+    as `ACC_DTYPE=tl.float32`), a tuple item by item, a number, flag or text as itself. Anything else is the grader's
+    limit, never the learner's failure (RuntimeError: the check is not judged)."""
+    import triton.language as tl
+
     if isinstance(value, torch.Tensor):
         return {"tensor": TYPES.get(value.dtype, "fp32")}
+    if isinstance(value, tl.constexpr):
+        return _describe(name, kernel, value.value)
+    if isinstance(value, tl.dtype):
+        return {"dtype": value.name}
+    if isinstance(value, (tuple, list)):
+        return {"tuple": [_describe(name, kernel, v) for v in value]}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    raise LearnerCompileError(f"argument `{name}` of `{kernel}` is a {type(value).__name__}, which the grader cannot "
-                              "pass to a compilation (numbers, flags and tensors only)")
+    raise RuntimeError(f"argument `{name}` of `{kernel}` is a {type(value).__name__}, which the grader cannot pass "
+                       "to a compilation yet")
 
 
-COMPILE = r"""
+FINGERPRINT = r"""
+def fingerprint(scope):
+    # each jit function of a module's scope: its first line, its source's hash, the simple globals it names
+    import hashlib, inspect
+    out = {}
+    for name, value in list(scope.items()):
+        fn = getattr(value, "fn", None)
+        if type(value).__name__ not in ("JITFunction", "InterpretedFunction") or not hasattr(fn, "__code__"):
+            continue
+        try:
+            text = inspect.getsource(fn)
+        except (OSError, TypeError):
+            text = ""
+        names = []
+        for g in sorted(set(fn.__code__.co_names)):
+            v = scope.get(g)
+            v = getattr(v, "value", v) if type(v).__name__ == "constexpr" else v
+            if v is None or isinstance(v, (bool, int, float, str)) or type(v).__name__ == "dtype":
+                names.append(f"{g}={v!r}")
+        out[name] = [fn.__code__.co_firstlineno, hashlib.sha256(text.encode()).hexdigest(), names]
+    return out
+"""
+"""The same code fingerprints a module's kernels in the worker (interpreted) and in the compiling child (compiled): the
+kernels compiled must be those that ran, not others the file defines when the interpreter is off."""
+
+
+def _fingerprint(scope: dict) -> dict:
+    names: dict = {}
+    exec(FINGERPRINT, names)  # noqa: S102 - the kit's own code, above
+    return names["fingerprint"](scope)
+
+
+COMPILE = FINGERPRINT + r"""
 import builtins, json, os, re, subprocess, sys
 out, request = sys.argv[1], json.loads(sys.argv[2])
 def give(result):
@@ -85,6 +128,7 @@ def give(result):
         json.dump(result, f)
     sys.exit(0)
 import triton
+import triton.language
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.compiler.errors import CompilationError
@@ -94,7 +138,7 @@ modules, result = {}, {str(a): [] for a in request["arches"]}
 for job in request["jobs"]:
     path, name = job["path"], job["kernel"]
     if path not in modules:
-        scope = {"__name__": "attnkit_compiled", "__file__": path, "__builtins__": builtins}
+        scope = {"__name__": job["module"], "__file__": path, "__builtins__": builtins}
         try:
             with open(path, encoding="utf-8") as f:
                 exec(compile(f.read(), path, "exec"), scope)
@@ -104,11 +148,22 @@ for job in request["jobs"]:
     kernel = modules[path].get(name)
     if not isinstance(kernel, JITFunction):
         give({"refused": f"`{name}` is not a @triton.jit kernel at the top level of its file"})
+    ours = json.loads(json.dumps(fingerprint(modules[path])))
+    if ours != job["fingerprint"]:
+        which = sorted(k for k in set(ours) | set(job["fingerprint"]) if ours.get(k) != job["fingerprint"].get(k))
+        give({"refused": "the file defines other kernels when Triton's interpreter is off than when it is on ("
+                         + ", ".join(f"`{k}`" for k in which[:3]) + "): the kernels compiled must be those that ran"})
     signature, constexprs = {}, {}
+    def rebuild(v):
+        if isinstance(v, dict) and "dtype" in v:
+            return triton.language.dtype(v["dtype"])
+        if isinstance(v, dict) and "tuple" in v:
+            return tuple(rebuild(x) for x in v["tuple"])
+        return v
     for p in kernel.params:
         value = job["args"].get(p.name)
-        if p.is_constexpr or value is None:
-            signature[p.name], constexprs[p.name] = "constexpr", value
+        if p.is_constexpr or value is None or (isinstance(value, dict) and "tensor" not in value):
+            signature[p.name], constexprs[p.name] = "constexpr", rebuild(value)
         elif isinstance(value, dict):
             signature[p.name] = "*" + value["tensor"]
         elif isinstance(value, bool):

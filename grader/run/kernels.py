@@ -66,6 +66,9 @@ class Watch:
     launches: list = field(default_factory=list)
     written: dict = field(default_factory=dict)  # storage address -> (bool array of bytes stored to, bytes after)
     by_arg: dict = field(default_factory=dict)  # argument name -> [elements loaded, stored, its size in elements]
+    inputs: dict = field(default_factory=dict)  # storage address -> the call's input bytes as given (watching(inputs))
+    foreign: int = 0  # elements loaded from memory that is no input of the call (what the launcher computed)
+    tampered: str = ""  # an input whose memory the launcher changed before a launch, by name
     _regions: list = field(default_factory=list)  # this launch's [(start, end, storage address, name)]
 
     def check(self, op: str, addr: np.ndarray, active: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -84,11 +87,13 @@ class Watch:
         return active & ok, at
 
     def tally(self, at, good, size: int, loaded: bool) -> None:
-        """Per argument: the elements loaded (or stored) here."""
+        """Per argument: the elements loaded (or stored) here; loads from memory no input of the call holds."""
         for r, n in zip(*np.unique(at[good], return_counts=True)):
-            start, end, _, name = self._regions[r]
+            start, end, key, name = self._regions[r]
             entry = self.by_arg.setdefault(name, [0, 0, (end - start) // size])
             entry[0 if loaded else 1] += int(n)
+            if loaded and self.inputs and key not in self.inputs:
+                self.foreign += int(n)
 
     def summary(self) -> str:
         """The counts per argument, in a line: loads as a multiple of the argument's size, stores as a count."""
@@ -120,11 +125,16 @@ _ACTIVE: list[Watch] = []
 
 
 @contextlib.contextmanager
-def watching():
-    """Within, every interpreted launch is recorded and its memory accesses counted into the Watch yielded."""
+def watching(inputs=()):
+    """Within, every interpreted launch is recorded and its memory accesses counted into the Watch yielded. `inputs`:
+    the call's input tensors: loads from any other memory are counted as foreign, and an input whose bytes differ from
+    these at a launch is named as tampered with (what a kernel reads must be the call's inputs, as given)."""
     from triton.runtime import interpreter as it
 
     watch = Watch()
+    for t in inputs:
+        if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+            watch.inputs[t.untyped_storage().data_ptr()] = _bytes(t).clone()
     saved = (it.GridExecutor._init_args_hst, it.GridExecutor._restore_args_dev, it.InterpretedFunction.run,
              dict(vars(it.interpreter_builder)))
     it.GridExecutor._init_args_hst = _guarded_args
@@ -169,6 +179,8 @@ def _guarded_args(self, args_dev, kwargs):
             return arg
         storage = arg.untyped_storage()
         key = storage.data_ptr()
+        if key in watch.inputs and not watch.tampered and not torch.equal(_bytes(arg), watch.inputs[key]):
+            watch.tampered = name  # the launcher wrote into an input before launching
         if key not in copies:
             n = storage.nbytes()
             guard = max(4096, -(-n // 4096) * 4096)
@@ -189,6 +201,12 @@ def _guarded_args(self, args_dev, kwargs):
     watch._regions = sorted(regions)
     watch._copies = copies
     return hst, kw
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    """The whole storage of `t`, as bytes."""
+    storage = t.untyped_storage()
+    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),), (1,))
 
 
 def _restore_args(self, args_dev, args_hst, kwargs, kwargs_hst):

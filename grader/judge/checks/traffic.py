@@ -3,7 +3,8 @@ while Triton's interpreter runs it (run/kernels.py, run/hooks/triton.py).
 
 traffic: on calls with partial last blocks, causal and not (the spec's shapes: square, more queries than keys), the elements the launched kernels load stay within the
 tiled algorithm's IO (the spec's `io(cfg, args)`: each query tile once, each key and value tile once per query block
-that needs it), they store exactly the outputs' elements, and what the launcher returns is what the kernels stored.
+that needs it), they store exactly the outputs' elements, and what the launcher returns is what the kernels stored;
+the kernels load only the call's inputs, as given (nothing the launcher computed), from a few launches.
 bounds: on every call, no load or store falls outside the tensors the launch passed (the interpreter reads and
 writes there silently: a GPU reads another tensor, or faults); a catalogued mistake explains it on the traffic calls.
 """
@@ -24,7 +25,8 @@ from ...draw.scenarios import Case, base_call, make_mask, mask_kinds
 class TrafficOptions:
     """`io(cfg, args)` -> (most elements loaded, elements stored) for a call's arguments (spelled out to the last);
     `calls(cfg)` -> [{argument: value}], the settings of the measured calls; `dims(cfg)` -> [{dim: size}], more
-    shapes than config 0's (before the spec's fit: where causal blocks can be skipped, where rows have no key);
+    shapes than config 0's (before the spec's fit: where causal blocks can be skipped, where rows have no key, a
+    long one), each with its own arguments under "args" where it has some;
     `words`: the IO bound in words."""
 
     io: Callable
@@ -46,12 +48,14 @@ def group_traffic(problem, seed):
         if ci != 0:
             continue
         for di, dims in enumerate([{}, *opts.dims(cfg)]):
+            dims = dict(dims)
+            given = dims.pop("args", {})  # arguments of this shape's calls (blocks sized to it)
             fitted = problem.fit({**cfg, **dims}, variant) if dims else cfg
             for kind in mask_kinds(problem, fitted):
                 g = gen("traffic", di, kind)
                 call = base_call(problem, fitted, variant, g, make_mask(problem, kind, fitted, g), dtype="float32")
                 for i, overrides in enumerate(opts.calls(fitted)):
-                    measured = with_args(problem, call, overrides)
+                    measured = with_args(problem, call, {**overrides, **given})
                     args = measured["args"] + [problem.call_defaults[n]
                                                for n in problem.arg_names[len(measured["args"]):]]
                     loads, stores = opts.io(fitted, args)
@@ -64,6 +68,7 @@ def check_traffic(ctx):
     words = options(ctx.problem, "traffic").words
     for case in ctx.of("traffic"):
         seen = _seen(ctx, case)
+        _data_flow(ctx, case, seen)
         if seen["unwritten"]:
             ctx.fail(case, f"what the call returned is not what its kernels stored ({seen['unwritten']}): the "
                      "kernels must compute the outputs and store each element once")
@@ -79,6 +84,28 @@ def check_traffic(ctx):
                         "query tile reloaded per key block), or key blocks no row of the query block may see "
                         "(causal: those wholly above the diagonal) were loaded."))
         compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(case.call["dtype"]))
+
+
+MAX_LAUNCHES = 8
+"""Kernel launches one call may make: a few kernels (a pre-pass, the main one), never one per row or element, through
+whose scalar arguments values computed outside the kernels could reach the outputs."""
+
+
+def _data_flow(ctx, case, seen) -> None:
+    """What the kernels compute from must be the call's inputs as given: no load from other memory (what the launcher
+    computed, in torch), no input changed before a launch, no bulk values in the launches' arguments, few launches."""
+    if seen.get("foreign"):
+        ctx.fail(case, f"the kernels loaded {seen['foreign']:,} elements from memory that is none of the call's inputs "
+                 "(a tensor the launcher computed): the kernels must compute the outputs from q, k and v themselves")
+    if seen.get("tampered"):
+        ctx.fail(case, f"the launcher changed the memory of an input before a launch (kernel argument "
+                 f"`{seen['tampered']}`): the kernels must read the call's inputs as given")
+    if seen.get("smuggled"):
+        ctx.fail(case, f"a launch passed a tuple or list (kernel argument `{seen['smuggled']}`): the kernels take "
+                 "tensors and scalars only")
+    if seen["launches"] > MAX_LAUNCHES:
+        ctx.fail(case, f"the call made {seen['launches']} kernel launches; at most {MAX_LAUNCHES}: a grid covers the "
+                 "work, not one launch per row")
 
 
 def trusted(ctx, case) -> None:
@@ -128,7 +155,8 @@ def _measure(case, answer):
         return None
     over = seen["loaded"] if "loads" in case.meta and seen["loaded"] > case.meta["loads"] else None
     stores = seen["stored"] if "stores" in case.meta and seen["stored"] != case.meta["stores"] else None
-    return over, stores, seen["outside"] > 0, bool(seen.get("unwritten"))
+    return over, stores, seen["outside"] > 0, bool(seen.get("unwritten")), bool(seen.get("foreign")), \
+        bool(seen.get("tampered"))
 
 
 register(Check("traffic", "memory traffic within the tiled algorithm's IO (counted by the interpreter)",

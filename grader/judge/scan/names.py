@@ -31,6 +31,9 @@ ATTRIBUTES = {
     C.IMPORT_HOOKS: ("meta_path", "path_hooks", "path_importer_cache"),
     C.NATIVE_CODE: ("ctypes",),
     C.RUN_CONTEXT: ("__file__", "__spec__", "__loader__", "__cached__"),
+    C.KERNEL_RUNTIME: ("interpreter_builder", "GridExecutor", "InterpretedFunction", "JITFunction", "rewritten_fn",
+                       "create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas",
+                       "_init_args_hst", "_restore_args_dev", "knobs"),
 }
 """Attribute names that tell what they are whatever they are read from (frame.f_back, cls.__subclasses__)."""
 ATTRIBUTE = {name: cap for cap, names in ATTRIBUTES.items() for name in names}
@@ -56,6 +59,7 @@ DOTTED = (
                       "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize")))),
     (C.FRAME_WALK, ("sys.monitoring", "inspect.stack", "inspect.trace", "inspect.getframeinfo", "traceback.walk_stack",
                     "traceback.walk_tb")),
+    (C.INTROSPECTION, ("inspect",)),
     (C.IMPORT_HOOKS, ("sys.modules", "importlib.util", "importlib.machinery", "importlib.abc", "importlib.reload",
                       "importlib._bootstrap*", "zipimport")),
     (C.GRADER_INTERNALS, ("attnkit", "attnkit_reference")),

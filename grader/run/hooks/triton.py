@@ -32,7 +32,8 @@ class Traffic(Hook):
     launches: list = []  # the last run's launches (run/kernels.Launch), for `onchip`
     order = 85
     fields = {"traffic": ({"loaded": int, "stored": int, "outside": int, "launches": int},
-                          {"first_outside": str, "unwritten": str, "by_arg": str})}
+                          {"first_outside": str, "unwritten": str, "by_arg": str, "foreign": int, "tampered": str,
+                           "smuggled": str})}
 
     @contextlib.contextmanager
     def around(self, options):
@@ -44,17 +45,28 @@ class Traffic(Hook):
             Traffic.current = None
 
     def run(self, options, fn, args, once):
-        with watching() as watch:
+        with watching(args) as watch:
             outs = once(fn, args)
         Traffic.launches = watch.launches
         Traffic.current.update(loaded=watch.loaded, stored=watch.stored, outside=watch.outside,
                                launches=len(watch.launches), first_outside=watch.first_outside,
-                               by_arg=watch.summary()[:200],
+                               by_arg=watch.summary()[:200], foreign=watch.foreign, tampered=watch.tampered[:80],
+                               smuggled=_smuggled(watch.launches),
                                unwritten="; ".join(unwritten(watch, outs, options.get("names") or [])))
         return outs
 
     def finish(self, options, state, result) -> None:
         result["traffic"] = dict(state)
+
+
+def _smuggled(launches) -> str:
+    """An argument of a launch that could carry values computed outside the kernels in bulk (a tuple, a list), by name
+    (the kernels take tensors and scalars only)."""
+    for launch in launches:
+        for name, value in launch.args.items():
+            if isinstance(value, (tuple, list)):
+                return name[:80]
+    return ""
 
 
 register(Interpret())
