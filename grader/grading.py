@@ -60,8 +60,8 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
     helper = Helper(problems, seed, references)  # the expected values, computed side by side from here on
     try:
         with ThreadPoolExecutor(1) as starter:  # the workers are forked while the calls are planned
-            starting = starter.submit(Pool, str(impl), {p.id: (p.id, p.symbol) for p in problems}, timeout, limits,
-                                      jailed)
+            starting = starter.submit(Pool, str(impl), {p.id: (p.id, p.symbol, [m for m, _ in p.needs])
+                                                        for p in problems}, timeout, limits, jailed)
             try:
                 plan = Plan.draw(problems, seed)  # the run's one plan: its CUDA part is added once a worker sees a GPU
                 while not starting.done() and helper.compute_next(plan, plan.problems):

@@ -154,12 +154,24 @@ def test_a_stage_named_in_attnkit_skip_stages_is_left_out_of_full_gradings_only(
     assert left_out(get(PID)) is None and PID in {p.id for p in available()}
 
 
-def test_a_process_that_imported_triton_without_the_interpreter_says_so():
-    code = ("import triton.language\n"
+def test_a_process_that_imported_triton_without_the_interpreter_still_interprets():
+    """Triton imported with the interpreter off (as a worker imports it before its sandbox): interpreting() swaps
+    triton.language's own jit functions for interpreted twins, and puts them back after."""
+    code = ("import torch, triton.language as tl\n"
             "from attnkit.run.kernels import interpreting\n"
-            "try:\n    interpreting()\nexcept RuntimeError as exc:\n    print(exc)\n")
+            "import importlib.util\n"
+            f"spec = importlib.util.spec_from_file_location('ref', {str(SOLUTIONS / (PID + '.py'))!r})\n"
+            "m = importlib.util.module_from_spec(spec)\n"
+            "before = type(tl.zeros).__name__\n"
+            "with interpreting():\n"
+            "    spec.loader.exec_module(m)\n"
+            "    q = torch.randn(1, 1, 20, 16, dtype=torch.float64)\n"
+            "    out, lse = m.triton_flash_attention(q, q, q, False, 16, 16)\n"
+            "ref = torch.nn.functional.scaled_dot_product_attention(q, q, q)\n"
+            "print(before, type(tl.zeros).__name__, float((out - ref).abs().max()))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert "before its interpreter was turned on" in done.stdout, done.stderr
+    before, after, error = done.stdout.split()
+    assert (before, after) == ("JITFunction", "JITFunction") and float(error) < 1e-12, done.stderr[-2000:]
 
 
 HERE = ROOT / "tests" / "kernels"

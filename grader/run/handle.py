@@ -49,14 +49,16 @@ class Worker(Measured):
         return w
 
     @classmethod
-    def forked(cls, ctx, impl_dir: str, module: str, symbol: str, timeout: float, limits, hide) -> "Worker":
-        """A worker from the forkserver, sandboxed by sandbox.enter (no bubblewrap)."""
+    def forked(cls, ctx, impl_dir: str, module: str, symbol: str, timeout: float, limits, hide,
+               preload: tuple = ()) -> "Worker":
+        """A worker from the forkserver, sandboxed by sandbox.enter (no bubblewrap); `preload`: packages it imports
+        before (worker.serve)."""
         conn, child = ctx.Pipe()
         fd, log_path = tempfile.mkstemp(prefix=f"attnkit-{module}-", suffix=".log")
         os.close(fd)
         scratch = scratch_dir()  # removed in close(), whatever happened to the worker
         enter = functools.partial(enter_sandbox, impl_dir, limits, hide, scratch)
-        proc = ctx.Process(target=serve, args=(child, log_path, module, symbol, enter), daemon=True)
+        proc = ctx.Process(target=serve, args=(child, log_path, module, symbol, enter, preload), daemon=True)
         with bare_main():
             proc.start()
         child.close()

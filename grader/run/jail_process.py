@@ -62,7 +62,7 @@ class Jail:
         if self.uid is not None:
             chown_tree(self.scratch, self.uid)  # the copy now belongs to that uid alone
         theirs = []
-        for module, _ in targets:
+        for module, *_ in targets:
             mine, child = socket.socketpair()
             fd, log = tempfile.mkstemp(prefix=f"attnkit-{module}-", suffix=".log")
             self.logs.append(log)

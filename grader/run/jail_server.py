@@ -45,7 +45,7 @@ def main(control_fd: int) -> None:
     sandbox.no_new_privileges()
     limits = sandbox.Limits(**go["limits"])
     children = {}
-    for i, (module, symbol) in enumerate(go["workers"]):
+    for i, (module, symbol, *preload) in enumerate(go["workers"]):
         fd, log_fd = fds[2 * i], fds[2 * i + 1]
         pid = os.fork()
         if pid == 0:
@@ -55,7 +55,7 @@ def main(control_fd: int) -> None:
                 for other in fds[2 * i + 2:]:  # later workers' ends (earlier ones are closed already)
                     os.close(other)
                 enter = lambda: sandbox.enter_jailed(sandbox.SUBMISSION, limits)  # noqa: E731
-                worker.serve(Connection(fd), log_fd, module, symbol, enter)
+                worker.serve(Connection(fd), log_fd, module, symbol, enter, tuple(preload[0]) if preload else ())
             except BaseException:  # noqa: BLE001 - the worker reports its own failures; this is the last word
                 code = 1
             finally:

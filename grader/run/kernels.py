@@ -32,17 +32,36 @@ def environment(**values):
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
+_TWINS: dict = {}
+"""id of one of triton.language's own jit functions -> its interpreted twin (made once per process)."""
+
+
+@contextlib.contextmanager
 def interpreting():
-    """Within, @triton.jit makes the interpreter's functions: a module imported here runs on any machine. Triton makes
-    triton.language's own jit functions (tl.zeros) interpreted or compiled once, when it is first imported: where that
-    happened without the interpreter, no kernel can be interpreted in this process, and this says so."""
+    """Within, @triton.jit makes the interpreter's functions (a module imported here runs on any machine), and
+    triton.language's own jit functions (tl.zeros, ...) are the interpreter's too. Triton makes those once, when it is
+    first imported, interpreted or compiled by the environment then: a worker imports it before its sandbox (whose
+    uid may not reach Triton's files) with the interpreter off, so that a process of its own may still compile."""
     import sys
 
-    lang = sys.modules.get("triton.language")
-    if lang is not None and type(getattr(lang, "zeros", None)).__name__ == "JITFunction":
-        raise RuntimeError("Triton was imported in this process before its interpreter was turned on: kernels cannot "
-                           "be interpreted here (grade in a fresh process)")
-    return environment(**{INTERPRET: "1"})
+    swaps = []
+    if "triton.language" in sys.modules:
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+
+        for name, module in list(sys.modules.items()):
+            if name.startswith("triton.language") and module is not None:
+                for attr, value in list(vars(module).items()):
+                    if isinstance(value, JITFunction):
+                        twin = _TWINS.setdefault(id(value), InterpretedFunction(value.fn))
+                        swaps.append((module, attr, value))
+                        setattr(module, attr, twin)
+    try:
+        with environment(**{INTERPRET: "1"}):
+            yield
+    finally:
+        for module, attr, value in swaps:
+            setattr(module, attr, value)
 
 
 @dataclass

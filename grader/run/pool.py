@@ -21,7 +21,7 @@ from .wire import dumps
 class Pool:
     """One worker per problem; `run_until` reads them until the caller's condition holds or none is busy."""
 
-    def __init__(self, impl_dir: str, targets: dict[str, tuple[str, str]], timeout: float, limits: Limits | None = None,
+    def __init__(self, impl_dir: str, targets: dict[str, tuple], timeout: float, limits: Limits | None = None,
                  jailed: bool = False):
         """`jailed`: every worker inside one bubblewrap sandbox for this submission (jail.py); else each
         forked from the forkserver and sandboxed by sandbox.enter."""
@@ -42,8 +42,9 @@ class Pool:
                     self.workers[pid] = w
             return
         ctx, hide = context(), hidden_paths()
-        for pid, (module, symbol) in targets.items():
-            self.workers[pid] = Worker.forked(ctx, impl_dir, module, symbol, timeout, limits, hide)
+        for pid, (module, symbol, *preload) in targets.items():
+            self.workers[pid] = Worker.forked(ctx, impl_dir, module, symbol, timeout, limits, hide,
+                                              tuple(preload[0]) if preload else ())
 
     def submit_all(self, batches: dict[str, list[dict]]) -> None:
         """Each worker's first batch, {problem id: calls} in the order of the run's plan (judge/plan.py's batches), sent by a thread: a worker drains its pipe only when the

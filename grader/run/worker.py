@@ -15,10 +15,14 @@ from .wire import dumps, loads
 PACKAGE = "attnkit_submission"
 
 
-def serve(conn, log, module: str, symbol: str, enter) -> None:
+def serve(conn, log, module: str, symbol: str, enter, preload: tuple = ()) -> None:
     """Worker entry point: sandbox (`enter()` -> (the submission copy's path, uid)), hello, read the calls,
-    load the module, answer; more batches until None. `log` is the log's path, or an open descriptor."""
+    load the module, answer; more batches until None. `log` is the log's path, or an open descriptor. `preload`: the
+    packages the problem needs beyond torch (the kernels stage's Triton), imported before the sandbox, whose uid may
+    not reach the interpreter's files (a virtual environment under a private folder, as root)."""
     _redirect_output(log)
+    import importlib
+
     import torch
 
     from . import harness, hooks
@@ -26,6 +30,8 @@ def serve(conn, log, module: str, symbol: str, enter) -> None:
     torch.set_num_threads(1)
     cuda = torch.cuda.is_available()
     try:
+        for name in preload:
+            importlib.import_module(name)
         work, _ = enter()
     except Exception as exc:  # noqa: BLE001 - fail closed: no learner code runs unsandboxed
         conn.send_bytes(dumps({"hello": {"cuda": cuda}}))

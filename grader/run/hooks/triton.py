@@ -5,11 +5,10 @@ the kernels a call launched for CUDA targets, without a GPU, result {"onchip": {
 from __future__ import annotations
 
 import contextlib
-import os
 
 from . import Hook, register
 from ..kernel_compile import LearnerCompileError, compile_launches  # imported before the sandbox hides the kit
-from ..kernels import INTERPRET, interpreting, unwritten, watching
+from ..kernels import interpreting, unwritten, watching
 
 
 class Interpret(Hook):
@@ -18,7 +17,8 @@ class Interpret(Hook):
     heavy = True  # every call of the problem: its worker goes first, its expected values wait for its code to run
 
     def setup(self, options) -> None:
-        os.environ[INTERPRET] = "1"  # a worker of a kernels problem only ever interprets
+        Interpret.whole_life = interpreting()  # a worker of a kernels problem only ever interprets
+        Interpret.whole_life.__enter__()
 
     def importing(self, options):
         return interpreting()
