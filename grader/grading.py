@@ -60,8 +60,8 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
     helper = Helper(problems, seed, references)  # the expected values, computed side by side from here on
     try:
         with ThreadPoolExecutor(1) as starter:  # the workers are forked while the calls are planned
-            starting = starter.submit(Pool, str(impl), {p.id: (p.id, p.symbol, [m for m, _ in p.needs])
-                                                        for p in problems}, timeout, limits, jailed)
+            starting = starter.submit(Pool, str(impl), {p.id: (p.id, p.symbol, _preload(p)) for p in problems},
+                                      timeout, limits, jailed)
             try:
                 plan = Plan.draw(problems, seed)  # the run's one plan: its CUDA part is added once a worker sees a GPU
                 while not starting.done() and helper.compute_next(plan, plan.problems):
@@ -132,6 +132,13 @@ def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict) -> dict:
                                 probe=_prober(pool, p.id))
         pool.release(p.id)
     return statuses
+
+
+def _preload(problem) -> list[str]:
+    """The modules the problem's worker hooks need imported before the worker's sandbox (run/hooks/: Triton's)."""
+    from .run.hooks import HOOKS
+
+    return [m for name in problem_hooks(problem) for m in HOOKS[name].preload]
 
 
 def costly(problem) -> bool:

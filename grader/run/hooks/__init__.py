@@ -30,6 +30,8 @@ class Hook:
     noun: str = ""  # what the call returns, where the hook converts outputs ("NumPy array")
     heavy: bool = False  # its calls are slow (a worker with some goes first)
     fields: dict = {}  # result entries it adds: name -> ({required: type}, {optional: type}), checked on arrival
+    # modules a worker imports before its sandbox (whose uid may not reach their files), for a problem with the hook
+    preload: tuple = ()
 
     def setup(self, options) -> None:
         return None

@@ -15,6 +15,9 @@ class Interpret(Hook):
     name = "interpret"
     order = 5  # outermost: every other hook's work runs interpreted too
     heavy = True  # every call of the problem: its worker goes first, its expected values wait for its code to run
+    # Triton, and what the interpreter imports while it runs a kernel (measured: sys.modules before and after)
+    preload = ("triton", "triton.language", "triton.runtime.interpreter", "triton.compiler.code_generator",
+               "triton.experimental.gluon", "numpy.ma")
 
     def setup(self, options) -> None:
         Interpret.whole_life = interpreting()  # a worker of a kernels problem only ever interprets
