@@ -77,7 +77,7 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
                 plan = plan.with_cuda()
                 pool.submit_more(plan.gpu_batches())  # the CUDA checks' calls follow as a second batch
             answers = _start_answers(impl, plan, limits, timeout, jailed, scans)
-            statuses = _judge_as_answered(plan, pool, helper, answers, scans)
+            statuses = _judge_as_answered(plan, pool, helper, answers, scans, jailed)
         finally:
             pool.close()
     finally:
@@ -100,7 +100,7 @@ def _close_started(starting) -> None:
         pass
 
 
-def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict) -> dict:
+def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict, jailed: bool = False) -> dict:
     """Judge each problem once its worker has answered everything and its expected values are in, its
     prerequisites judged first (their statuses decide whether their mistakes may be named here), while the other
     workers still run. Each judged worker is told to exit."""
@@ -129,7 +129,7 @@ def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict) -> dict:
         for collect in answers.get(p.id, ()):
             pool.workers[p.id].results.update(collect())
         statuses[p.id] = _judge(p, plan, pool.workers[p.id], refs, statuses, scans[p.id], helper.references.variants,
-                                probe=_prober(pool, p.id))
+                                probe=_prober(pool, p.id), jailed=jailed)
         pool.release(p.id)
     return statuses
 
@@ -233,7 +233,8 @@ def _inputs_changed(cases, answers) -> None:
         res.changed = changed
 
 
-def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=None, probe=None) -> ProblemResult:
+def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=None, probe=None,
+           jailed: bool = False) -> ProblemResult:
     cases, cuda = plan.cases(problem), plan.cuda
     answers = decode(problem, cases, worker.results)  # typed once, here: run/answer.Answer
     _inputs_changed(cases, answers)
@@ -250,6 +251,8 @@ def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=
         check = CHECKS[cid]
         if check.needs_cuda and not cuda:
             checks.append(CheckResult(cid, check.title, Verdict.SKIPPED, 0, 0, "skipped: no CUDA device"))
+        elif check.unavailable is not None and (why := check.unavailable(jailed)):  # this machine, not the submission
+            checks.append(CheckResult(cid, check.title, Verdict.SKIPPED, 0, 0, f"skipped: {why}"))
         elif not_started:
             checks.append(CheckResult(cid, check.title, Verdict.FAILED, 0, points, f"not started: {not_started}"))
         else:

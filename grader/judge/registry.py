@@ -42,6 +42,9 @@ class Check:
     groups: dict[str, Callable]  # group name -> builder (problem, seed) -> [Case]
     judge: Callable  # (Context) -> None, raising Failed
     needs_cuda: bool = False
+    # (jailed) -> why this machine cannot judge the check (decided by the grader before any submission runs, like a
+    # missing GPU: skipped, never a failure), or None
+    unavailable: Callable | None = None
     needs: Callable = field(default=lambda problem: None)  # problem -> what it lacks for this check (None: nothing)
     diagnose: bool = True  # False: a verdict on the source, not on results; no catalogued mistake is looked for
     hooks: Callable | None = None  # (problem, options) -> {hook name: options} for every call of the problem

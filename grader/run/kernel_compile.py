@@ -196,3 +196,39 @@ for job in request["jobs"]:
 give(result)
 """
 """The child's program (compile_launches): argv = the result file, the request as JSON."""
+
+
+_REACHABLE: dict = {}
+
+
+def unreachable(jailed: bool) -> str | None:
+    """Why a worker's compiling child could not start here, decided by the grader before any submission runs (a
+    process sandboxed as a worker is, with no learner code, tries to run this Python), or None. Inside bubblewrap the
+    interpreter is bound for the worker; outside, as root, the worker's own uid may not reach it."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from .sandbox import Limits, enter
+
+    if jailed or os.geteuid() != 0:
+        return None
+    if "result" not in _REACHABLE:
+        with tempfile.TemporaryDirectory(prefix="attnkit-reach-") as impl, \
+                tempfile.TemporaryDirectory(prefix="attnkit-reach-scratch-") as scratch:
+            pid = os.fork()
+            if pid == 0:  # the child: sandboxed as a worker, then it starts Python as onchip's child would
+                code = 1
+                try:
+                    enter(impl, Limits(), [], scratch)
+                    done = subprocess.run([sys.executable, "-I", "-c", "pass"], capture_output=True, timeout=60)
+                    code = 0 if done.returncode == 0 else 2
+                except BaseException:  # noqa: BLE001 - unreachable, whatever the reason
+                    code = 3
+                os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        _REACHABLE["result"] = None if ok else (
+            "a worker's own uid cannot start Python here (its files sit behind a folder private to root), so the "
+            "kernels cannot be compiled in the worker's sandbox; bubblewrap binds them (ATTNKIT_SANDBOX=bwrap)")
+    return _REACHABLE["result"]

@@ -13,6 +13,7 @@ from typing import Callable
 from ..context import GraderError
 from ..registry import Check, options, register
 from .traffic import trusted
+from ...run.kernel_compile import unreachable
 from ...draw.groups import each_case, with_args
 from ...draw.scenarios import Case, base_call, make_mask
 
@@ -78,5 +79,5 @@ def _contract(problem, opts):
 
 
 register(Check("onchip", "fits the on-chip budget of sm_80 and sm_90 (compiled without a GPU)", {"onchip": group_onchip},
-               check_onchip, options=OnchipOptions, contract=_contract, diagnose=False,
+               check_onchip, options=OnchipOptions, contract=_contract, diagnose=False, unavailable=unreachable,
                needs=lambda p: None if "onchip" in (p.options or {}) else "options['onchip'] (the compiled call)"))
