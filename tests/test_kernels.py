@@ -197,8 +197,24 @@ def test_a_kernel_copying_what_the_launcher_computed_fails_traffic(tmp_path):
     assert "from memory that is none of the call's inputs" in failing["traffic"].message
 
 
+def _two_kernels() -> str:
+    """The reference's kernel where the file is compiled, and where it is interpreted a far larger one that keeps a
+    (BLOCK_M, 4096) tile live, told apart by tl.zeros' type (no name the source read refuses): a red team's file."""
+    start, end = SOURCE.index("@triton.jit"), SOURCE.index("def _power_of_two")
+    kernel = SOURCE[start:end]
+    big = kernel.replace("        m_i = m_new\n", "        big = tl.exp(-tl.abs(tl.max(acc, 1)[:, None] * tl.arange(0, 4096)"
+                         "[None, :].to(work) + tl.sum(acc, 1)[:, None]))\n        acc = acc + tl.minimum(tl.min(big, 1), "
+                         "0.0)[:, None]\n        m_i = m_new\n")
+    assert big != kernel
+
+    def indent(text):
+        return "\n".join("    " + line if line else line for line in text.splitlines())
+    return (SOURCE[:start] + "if type(tl.zeros).__name__.startswith('JIT'):\n" + indent(kernel) + "\nelse:\n"
+            + indent(big) + "\n\n" + SOURCE[end:])
+
+
 def test_the_kernels_compiled_must_be_those_that_ran(tmp_path):
-    """A file that defines another kernel when the interpreter is off (told apart by tl.zeros' type) fails onchip."""
-    failing = _failing(_graded(tmp_path, (HERE / "other_kernel_when_compiled.py").read_text(), sandbox=_compiling()))
+    """A file that defines another kernel when the interpreter is off fails onchip, however it tells them apart."""
+    failing = _failing(_graded(tmp_path, _two_kernels(), sandbox=_compiling()))
     assert set(failing) == {"onchip"}, failing
     assert "defines other kernels when Triton's interpreter is off" in failing["onchip"].message
