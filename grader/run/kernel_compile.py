@@ -200,35 +200,60 @@ give(result)
 
 _REACHABLE: dict = {}
 
+PROBE_KERNEL = """import triton
+import triton.language as tl
 
-def unreachable(jailed: bool) -> str | None:
-    """Why a worker's compiling child could not start here, decided by the grader before any submission runs (a
-    process sandboxed as a worker is, with no learner code, tries to run this Python), or None. Inside bubblewrap the
-    interpreter is bound for the worker; outside, as root, the worker's own uid may not reach it."""
-    import subprocess
+
+@triton.jit
+def copy(X, Y, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(X + offs, mask=offs < N), mask=offs < N)
+"""
+"""A kernel of the kit's own: compiled once in a process sandboxed as a worker, before any submission runs."""
+
+
+def unreachable(jailed: bool, preload=()) -> str | None:
+    """Why a worker's compiling child cannot compile here, or None, decided by the grader before any submission runs:
+    a process sandboxed as a worker is (no learner code) launches and compiles the kit's own kernel, as the on-chip
+    check does. Outside bubblewrap, as root, the worker's own uid may not reach Python's files, or the sandbox may
+    refuse what the compiler writes; bubblewrap binds the interpreter for the worker."""
+    import importlib
     import sys
     import tempfile
 
-    from .sandbox import Limits, enter
+    from .sandbox import Limits, enter, hidden_paths
 
     if jailed or os.geteuid() != 0:
         return None
     if "result" not in _REACHABLE:
+        for name in preload:
+            importlib.import_module(name)
         with tempfile.TemporaryDirectory(prefix="attnkit-reach-") as impl, \
                 tempfile.TemporaryDirectory(prefix="attnkit-reach-scratch-") as scratch:
+            with open(os.path.join(impl, "attnkit_probe_kernel.py"), "w", encoding="utf-8") as f:
+                f.write(PROBE_KERNEL)
             pid = os.fork()
-            if pid == 0:  # the child: sandboxed as a worker, then it starts Python as onchip's child would
+            if pid == 0:  # sandboxed as a worker, then it compiles as the on-chip check's child would
                 code = 1
                 try:
-                    enter(impl, Limits(), [], scratch)
-                    done = subprocess.run([sys.executable, "-I", "-c", "pass"], capture_output=True, timeout=60)
-                    code = 0 if done.returncode == 0 else 2
-                except BaseException:  # noqa: BLE001 - unreachable, whatever the reason
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+                    work, _ = enter(impl, Limits(), hidden_paths(), scratch)
+                    sys.path.insert(0, work)
+                    from .kernels import interpreting, watching
+
+                    with interpreting():
+                        module = importlib.import_module("attnkit_probe_kernel")
+                        x = torch.arange(20, dtype=torch.float32)
+                        with watching([x]) as watch:
+                            module.copy[(1,)](x, torch.empty_like(x), 20, BLOCK=32)
+                    code = 0 if compile_launches(watch.launches, (80,)).get(80) else 2
+                except BaseException:  # noqa: BLE001 - it cannot compile there, whatever the reason
                     code = 3
                 os._exit(code)
             _, status = os.waitpid(pid, 0)
             ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         _REACHABLE["result"] = None if ok else (
-            "a worker's own uid cannot start Python here (its files sit behind a folder private to root), so the "
-            "kernels cannot be compiled in the worker's sandbox; bubblewrap binds them (ATTNKIT_SANDBOX=bwrap)")
+            "a process sandboxed as a worker is here cannot compile a kernel (as root outside bubblewrap, its own uid "
+            "may not reach Python's files, or the sandbox refuses what the compiler writes); bubblewrap binds them "
+            "(ATTNKIT_SANDBOX=bwrap)")
     return _REACHABLE["result"]

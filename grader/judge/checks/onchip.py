@@ -74,6 +74,12 @@ def check_onchip(ctx):
                          f"{REGISTERS:,}")
 
 
+def _unavailable(jailed: bool) -> str | None:
+    from ...run.hooks import HOOKS
+
+    return unreachable(jailed, HOOKS["interpret"].preload)
+
+
 def _contract(problem, opts):
     return [f"Compiled for {', '.join(f'sm_{a}' for a in opts.arches)} without a GPU, the kernels' shared memory per "
             f"block and registers fit each arch ({', '.join(f'sm_{a}: {SHARED[a]:,} bytes' for a in opts.arches)}; "
@@ -82,5 +88,5 @@ def _contract(problem, opts):
 
 
 register(Check("onchip", "fits the on-chip budget of sm_80 and sm_90 (compiled without a GPU)", {"onchip": group_onchip},
-               check_onchip, options=OnchipOptions, contract=_contract, diagnose=False, unavailable=unreachable,
+               check_onchip, options=OnchipOptions, contract=_contract, diagnose=False, unavailable=_unavailable,
                needs=lambda p: None if "onchip" in (p.options or {}) else "options['onchip'] (the compiled call)"))
