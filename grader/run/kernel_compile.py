@@ -41,7 +41,7 @@ def compile_launches(launches: list, arches: tuple, timeout: float = 120.0) -> d
         if key not in seen:
             seen.add(key)
             jobs.append(job)
-    with tempfile.TemporaryDirectory(prefix="attnkit-triton-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="attnkit-triton-", dir=_roomy()) as tmp:
         out = os.path.join(tmp, "result.json")
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH")}
         env.update({INTERPRET: "0", "TRITON_CACHE_DIR": tmp, "TRITON_HOME": tmp, "HOME": tmp,
@@ -66,6 +66,25 @@ def compile_launches(launches: list, arches: tuple, timeout: float = 120.0) -> d
             raise RuntimeError(f"the compiling process gave no result for sm_{arch}")
         compiled[arch] = [tuple(r) for r in rows]
     return compiled
+
+
+ROOM = 32 << 20
+"""Bytes the compiler's cache may need (each arch's IR, PTX and cubin: a few MB; 2 MB per file at large tiles)."""
+
+
+def _roomy() -> str | None:
+    """A temporary folder with room for the compiler's files: the worker's own (its private copy) where it has room,
+    else the sandbox's private /dev/shm or /var/tmp (where /tmp is shared, the copy may sit on a small tmpfs)."""
+    import tempfile
+
+    for d in (tempfile.gettempdir(), "/dev/shm", "/var/tmp"):
+        try:
+            st = os.statvfs(d)
+        except OSError:
+            continue
+        if st.f_bavail * st.f_frsize >= ROOM and os.access(d, os.W_OK | os.X_OK):
+            return d
+    return None
 
 
 def _describe(name: str, kernel: str, value):
