@@ -151,7 +151,8 @@ class CheckItem(pytest.Item):
         self.add_marker(pytest.mark.attnkit(problem=problem, check=check, points=points))
 
     def runtest(self):
-        if self.absent:
+        if self.absent:  # as a check skipped for want of a GPU: no points either way
+            self.user_properties.append(("points", "0/0"))
             pytest.skip(f"{self.problem}: {self.absent}")
         result = self.grader.check_result(self.problem, self.check)
         self.user_properties.append(("points", f"{result.score:g}/{result.max_score:g}"))
