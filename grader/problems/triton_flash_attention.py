@@ -92,6 +92,16 @@ MISTAKES = (
             explain="With every score far below 0 (say -1e4) a max that starts at 0 makes every exp(s - m) underflow "
                     "to 0: the sum is 0 and the row comes out wrong.",
             hint='m_i = tl.full([BLOCK_M], float("-inf"), ...); guard exp(s - m) while the max is still -inf.'),
+    Mistake("lse_keepdim", "lse allocated with a trailing axis of 1: (B, H, Tq, 1)",
+            (("lse = torch.empty((B, H, Tq), dtype=", "lse = torch.empty((B, H, Tq, 1), dtype="),),
+            explain="lse has one number per query row, (B, H, Tq), like the output without its feature axis; the "
+                    "kernel stores the same numbers either way, but a backward pass indexes lse as (B, H, Tq).",
+            hint="lse = torch.empty((B, H, Tq), ...), and store it at LSE + head * Tq + rows."),
+    Mistake("output_over_queries", "the output written over the queries' memory (out = q)",
+            (("    out = torch.empty_like(q)\n", "    out = q  # written in place\n"),),
+            explain="Each program loads its query tile before it stores its output rows, so the values come out "
+                    "right, but the caller's q is overwritten: the function must leave its inputs as they were.",
+            hint="out = torch.empty_like(q): a tensor of its own for the kernel to store into."),
     Mistake("blocks_not_checked", "block sizes that are no power of two (or below 16) accepted",
             (("    if not (_power_of_two(BLOCK_M) and _power_of_two(BLOCK_N)):\n", "    if False:\n"),),
             explain="tl.arange needs a power of two and tl.dot tiles of at least 16 on a GPU; the contract raises "
