@@ -89,6 +89,7 @@ class Watch:
     foreign: int = 0  # elements loaded from memory that is no input of the call (what the launcher computed)
     tampered: str = ""  # an input whose memory the launcher changed before a launch, by name
     _regions: list = field(default_factory=list)  # this launch's [(start, end, storage address, name)]
+    _copies: dict = field(default_factory=dict)  # this launch's storage address -> (guarded host buffer, guard bytes)
 
     def check(self, op: str, addr: np.ndarray, active: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         """The lanes inside an argument (and the index of its region), the others counted as outside."""
