@@ -334,7 +334,7 @@ def test_the_check_is_where_the_worker_enforces_a_contract():
         "scaled_dot_product_attention", "multihead_attention", "flash_attention", "attention_backward",
         "grouped_query_attention", "causal_self_attention", "chunked_additive_attention", "cross_attention",
         "sliding_window_attention", "paged_attention", "latent_attention", "alibi_attention", "linear_attention",
-        "triton_flash_attention"}
+        "triton_flash_attention", "triton_flash_attention_backward"}
 
 
 def test_what_each_contract_refuses():

@@ -68,7 +68,7 @@ MISTAKES = (
              (SCORE, SCORE + "\n        tl.store(S + head * Tq * Tk + rows[:, None] * Tk + cols[None, :], s, "
                              "mask=(rows[:, None] < Tq) & (cols[None, :] < Tk))"),
              (LAUNCH, "scores = torch.empty((B * H, Tq, Tk), dtype=torch.float64 if q.dtype == torch.float64 else "
-                      "torch.float32)\n    _attention_forward[grid](q, k, v, out, lse, scores, Tq, Tk, d ** -0.5,")),
+                      "torch.float32, device=q.device)\n    _attention_forward[grid](q, k, v, out, lse, scores, Tq, Tk, d ** -0.5,")),
             explain="FlashAttention exists to never write the (Tq, Tk) scores to global memory: the values are right, "
                     "but the memory traffic is what the tiling was meant to save.",
             hint="Keep s in registers: use it for m, l and acc, and never tl.store it."),
@@ -138,12 +138,14 @@ def _io(cfg, args):
     q, k = args[0], args[1]
     causal, bm, bn = bool(args[3]), args[4], args[5]
     L, Tq, d = q.shape[0] * q.shape[1], q.shape[2], q.shape[3]
-    Tk = k.shape[2]
-    keys = 0
-    for i in range(math.ceil(Tq / bm)):
-        end = min(Tk, (i + 1) * bm + Tk - Tq) if causal else Tk
-        keys += min(math.ceil(max(end, 0) / bn) * bn, Tk)
+    keys = sum(_keys_per_query_block(Tq, k.shape[2], causal, bm, bn))
     return L * (Tq * d + 2 * keys * d), L * (Tq * d + Tq)
+
+
+def _keys_per_query_block(Tq, Tk, causal, bm, bn):
+    """For each query block of BLOCK_M rows, the keys up to its last allowed one, in whole blocks of BLOCK_N."""
+    ends = [min(Tk, (i + 1) * bm + Tk - Tq) if causal else Tk for i in range(math.ceil(Tq / bm))]
+    return [min(math.ceil(max(end, 0) / bn) * bn, Tk) for end in ends]
 
 
 PROBLEM = Problem(

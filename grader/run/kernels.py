@@ -57,11 +57,41 @@ def interpreting():
                         swaps.append((module, attr, value))
                         setattr(module, attr, twin)
     try:
-        with environment(**{INTERPRET: "1"}):
+        with environment(**{INTERPRET: "1"}), _allocator_asked():
             yield
     finally:
         for module, attr, value in swaps:
             setattr(module, attr, value)
+
+
+@contextlib.contextmanager
+def _allocator_asked():
+    """Within, the interpreter's make_tensor_descriptor refuses where no allocator is set, as a GPU launch would."""
+    from triton.runtime import _allocation
+    from triton.runtime import interpreter as it
+
+    builder = it.interpreter_builder
+    before = vars(builder).get("create_make_tensor_descriptor")
+    make = type(builder).create_make_tensor_descriptor
+
+    def create(*args, **kwargs):
+        if _allocation._allocator.get() is _allocation._NULL_ALLOCATOR:
+            raise RuntimeError(NO_ALLOCATOR)
+        return make(builder, *args, **kwargs)
+
+    builder.create_make_tensor_descriptor = create
+    try:
+        yield
+    finally:
+        vars(builder).pop("create_make_tensor_descriptor", None)
+        if before is not None:
+            builder.create_make_tensor_descriptor = before
+
+
+NO_ALLOCATOR = ("a tensor descriptor made inside a kernel (tl.make_tensor_descriptor) needs a global scratch "
+                "allocator on a GPU, where the launch raises \"Kernel requires a runtime memory allocation, but no "
+                "allocator was set\": the launcher must call triton.set_allocator(...) before launching (Triton's "
+                "interpreter runs without one, so the grader asks for it)")
 
 
 @dataclass
@@ -86,7 +116,9 @@ class Watch:
     written: dict = field(default_factory=dict)  # storage address -> (bool array of bytes stored to, bytes after)
     by_arg: dict = field(default_factory=dict)  # argument name -> [elements loaded, stored, its size in elements]
     inputs: dict = field(default_factory=dict)  # storage address -> the call's input bytes as given (watching(inputs))
-    foreign: int = 0  # elements loaded from memory that is no input of the call (what the launcher computed)
+    foreign: int = 0  # elements loaded from memory that is no input of the call and no kernel stored (what the
+    # launcher computed), or updated with atomics where such memory did not hold zero
+    updated: dict = field(default_factory=dict)  # storage address -> elements updated with atomics
     tampered: str = ""  # an input whose memory the launcher changed before a launch, by name
     _regions: list = field(default_factory=list)  # this launch's [(start, end, storage address, name)]
     _copies: dict = field(default_factory=dict)  # this launch's storage address -> (guarded host buffer, guard bytes)
@@ -106,14 +138,30 @@ class Watch:
                 self.first_outside = _where(op, int(addr[bad][0]), self._regions, self.launches[-1])
         return active & ok, at
 
-    def tally(self, at, good, size: int, loaded: bool) -> None:
-        """Per argument: the elements loaded (or stored) here; loads from memory no input of the call holds."""
+    def tally(self, at, good, size: int, loaded: bool, addr=None) -> None:
+        """Per argument: the elements loaded (or stored) here; loads from memory that no input of the call holds and
+        no kernel of the call stored (`addr`: the lanes' addresses, for loads)."""
         for r, n in zip(*np.unique(at[good], return_counts=True)):
             start, end, key, name = self._regions[r]
             entry = self.by_arg.setdefault(name, [0, 0, (end - start) // size])
             entry[0 if loaded else 1] += int(n)
             if loaded and self.inputs and key not in self.inputs:
-                self.foreign += int(n)
+                offs = addr.astype(np.int64).reshape(-1)[good & (at == r)] - start
+                self.foreign += int((~self.written[key][0][offs]).sum())
+
+    def update(self, addr, good, at, size: int) -> None:
+        """Atomic updates: counted per storage; those of memory no input holds and no kernel stored must start from
+        zero (else the launcher computed what they add to)."""
+        addr = addr.astype(np.int64).reshape(-1)
+        for r in np.unique(at[good]):
+            start, _, key, _ = self._regions[r]
+            offs = addr[good & (at == r)] - start
+            self.updated[key] = self.updated.get(key, 0) + len(offs)
+            if self.inputs and key not in self.inputs:
+                buf, guard = self._copies[key]
+                fresh = offs[~self.written[key][0][offs]]
+                old = buf[guard:].numpy()[(fresh[:, None] + np.arange(size)).reshape(-1)]
+                self.foreign += int(old.reshape(-1, size).any(1).sum())
 
     def summary(self) -> str:
         """The counts per argument, in a line: loads as a multiple of the argument's size, stores as a count."""
@@ -263,7 +311,7 @@ def _count(builder, watch: Watch) -> None:
     def load(ptrs, mask, other, cache_policy, is_volatile):
         good, at = watch.check("loads", ptrs.data, mask.data, size(ptrs))
         watch.loaded += int(good.sum())
-        watch.tally(at, good, size(ptrs), True)
+        watch.tally(at, good, size(ptrs), True, ptrs.data)
         return cls.create_masked_load(builder, ptrs, TensorHandle(good.reshape(ptrs.data.shape), tl.int1), other,
                                       cache_policy, is_volatile)
 
@@ -279,6 +327,7 @@ def _count(builder, watch: Watch) -> None:
         good, at = watch.check("updates", ptr.data, mask.data, size(ptr))
         watch.loaded += int(good.sum())
         watch.stored += int(good.sum())
+        watch.update(ptr.data, good, at, size(ptr))
         watch.mark(ptr.data, good, at, size(ptr))
         return cls.create_atomic_rmw(builder, op, ptr, val, TensorHandle(good.reshape(ptr.data.shape), tl.int1),
                                      sem, scope)
@@ -289,6 +338,7 @@ def _count(builder, watch: Watch) -> None:
             raise RuntimeError("an atomic compare-and-swap outside every argument (refused)")
         watch.loaded += int(good.sum())
         watch.stored += int(good.sum())
+        watch.update(ptr.data, good, at, size(ptr))
         watch.mark(ptr.data, good, at, size(ptr))
         return cls.create_atomic_cas(builder, ptr, cmp, val, sem, scope)
 
@@ -311,6 +361,8 @@ def unwritten(watch: Watch, outputs, names) -> list[str]:
         size = o.element_size()
         index = torch.arange(o.untyped_storage().nbytes() // size).as_strided(o.shape, o.stride(), o.storage_offset())
         bytes_at = (index.reshape(-1, 1).numpy() * size + np.arange(size)).reshape(-1)
+        if key in watch.updated:  # a zeroed buffer the kernels add to: where no update landed, it keeps its zeros
+            written = written | (after.numpy() == 0)
         if not written[bytes_at].all():
             out.append(f"{name}: {int((~written[bytes_at]).sum()) // size} of its elements were never stored by a "
                        "kernel")

@@ -10,6 +10,9 @@ leading stride must be a multiple of 16 bytes), so it is stored through a masked
 Scores of padded or disallowed keys are forced to -inf, and the online-softmax rescale factor is
 1 whenever the running max did not change, so rows without an allowed key never form inf - inf.
 
+The launcher sets Triton's scratch allocator, which device-side descriptors need on a GPU (added after a run on
+an H200 showed the launch failing without it).
+
 BUG: none (written from the contract by someone who never saw the grader).
 """
 
@@ -121,6 +124,7 @@ def triton_flash_attention(q, k, v, is_causal=False, BLOCK_M=64, BLOCK_N=64):
         num_warps, num_stages = 4, 1
     else:
         num_warps, num_stages = 4, 2
+    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=q.device))
     _flash_fwd_desc[(triton.cdiv(Tq, BLOCK_M), B * H)](
         q, k, v, o, lse,
         1.0 / math.sqrt(d),

@@ -68,7 +68,8 @@ def check_onchip(ctx):
             spill = seen[f"spill_{arch}"] if regs >= MAX_PER_THREAD else 0
             if spill:
                 ctx.fail(case, f"{where}, and {spill:,} bytes per thread that did not fit the registers spill to "
-                         f"local memory (slow, off the chip): smaller tiles, or fewer values live at once")
+                         "local memory (slow, off the chip): smaller tiles, fewer values live at once, or more warps "
+                         "to hold them (num_warps=8 at the launch)")
             if regs > MAX_PER_THREAD or regs * threads > REGISTERS:
                 ctx.fail(case, f"{where}; sm_{arch} gives a thread at most {MAX_PER_THREAD} and a block at most "
                          f"{REGISTERS:,}")
@@ -81,7 +82,10 @@ def _unavailable(jailed: bool) -> str | None:
 
 
 def _contract(problem, opts):
-    return [f"Compiled for {', '.join(f'sm_{a}' for a in opts.arches)} without a GPU, the kernels' shared memory per "
+    dims, args, dtype = opts.call({})
+    call = ", ".join([f"{n} = {dims[n]}" for n in ("Tq", "Tk", "d") if n in dims] + [f"{n} = {v}" for n, v in args.items()])
+    return [f"Compiled for {', '.join(f'sm_{a}' for a in opts.arches)} without a GPU (the kernels one {dtype} call "
+            f"launches, {call}), the kernels' shared memory per "
             f"block and registers fit each arch ({', '.join(f'sm_{a}: {SHARED[a]:,} bytes' for a in opts.arches)}; "
             f"at most {MAX_PER_THREAD} registers per thread and {REGISTERS:,} per block, none spilled to local memory).",
             ""]

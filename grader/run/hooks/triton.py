@@ -36,7 +36,7 @@ class Traffic(Hook):
     order = 85
     fields = {"traffic": ({"loaded": int, "stored": int, "outside": int, "launches": int},
                           {"first_outside": str, "unwritten": str, "by_arg": str, "foreign": int, "tampered": str,
-                           "smuggled": str})}
+                           "smuggled": str, "atomic": str})}
 
     @contextlib.contextmanager
     def around(self, options):
@@ -54,12 +54,19 @@ class Traffic(Hook):
         Traffic.current.update(loaded=watch.loaded, stored=watch.stored, outside=watch.outside,
                                launches=len(watch.launches), first_outside=watch.first_outside,
                                by_arg=watch.summary()[:200], foreign=watch.foreign, tampered=watch.tampered[:80],
-                               smuggled=_smuggled(watch.launches),
+                               smuggled=_smuggled(watch.launches), atomic=_atomic(watch, outs, options),
                                unwritten="; ".join(unwritten(watch, outs, options.get("names") or [])))
         return outs
 
     def finish(self, options, state, result) -> None:
         result["traffic"] = dict(state)
+
+
+def _atomic(watch, outs, options) -> str:
+    """The outputs (by the spec's names, sorted, comma-joined) whose memory the kernels updated with atomics."""
+    names = options.get("names") or []
+    return ",".join(sorted(n for n, o in zip(names, outs if isinstance(outs, (tuple, list)) else [outs])
+                           if hasattr(o, "untyped_storage") and o.untyped_storage().data_ptr() in watch.updated))
 
 
 def _smuggled(launches) -> str:

@@ -1,0 +1,110 @@
+"""The kernels stage's backward (section 23): dQ, dK, dV as Triton kernels, graded on a machine with no GPU.
+
+The reference passes; the interpreter's counts of its loads and stores equal the IO formula of its design (dQ added
+with atomics) element for element; what a pre-pass kernel stored is the kernels' own to load, while an atomics
+buffer the launcher filled with values is not; rows of a zeroed atomics buffer that no block updates may keep their
+zeros; and a tensor descriptor made in a kernel asks for the allocator a GPU launch needs."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from attnkit.problems import get, unavailable
+from attnkit.run.kernels import NO_ALLOCATOR, interpreting, unwritten, watching
+from conftest import SOLUTIONS, grade_shared
+
+PID = "triton_flash_attention_backward"
+pytestmark = pytest.mark.skipif(unavailable(get(PID)) is not None, reason="Triton is not installed (.[kernels])")
+
+
+def _module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    with interpreting():
+        spec.loader.exec_module(module)
+    return module
+
+
+def _call(Tq, Tk, causal, dtype=torch.float32):
+    from attnkit.problems.triton_flash_attention_backward import forward
+
+    q, k, v, do = (torch.randn(2, 1, t, 16, dtype=torch.float64) for t in (Tq, Tk, Tk, Tq))
+    o, lse = forward(q, k, v, causal)
+    return [t.to(dtype) for t in (q, k, v, o)] + [lse.to(dtype), do.to(dtype), causal, 16, 16]
+
+
+def test_the_reference_gets_full_marks():
+    from test_kernels import _compiling
+
+    result = grade_shared(SOLUTIONS, [PID], sandbox=_compiling()).problem(PID)
+    assert result.status == "passed" and result.score == result.max_score == get(PID).max_points
+
+
+@pytest.mark.parametrize("Tq,Tk,causal", [(37, 53, False), (37, 53, True), (53, 37, True), (62, 29, True)])
+def test_the_counts_are_the_io_of_the_atomic_design(Tq, Tk, causal):
+    """Loads and stores, counted, equal the spec's formula for dQ added with atomics; the pre-pass's D, loaded by the
+    main kernel, is no foreign memory; dQ's rows that no key block sees (causal, Tq > Tk) keep the zeros they began
+    with and count as the kernels' own."""
+    from attnkit.problems.triton_flash_attention_backward import _io
+
+    ref = _module(SOLUTIONS / f"{PID}.py", "tfab_ref_for_counts")
+    args = _call(Tq, Tk, causal)
+    with interpreting(), watching(args[:6]) as watch:
+        dq, dk, dv = ref.triton_flash_attention_backward(*args)
+    assert (watch.loaded, watch.stored) == _io({}, args)["dq"]
+    assert (watch.outside, watch.foreign, len(watch.launches)) == (0, 0, 2)
+    assert unwritten(watch, [dq, dk, dv], ["dq", "dk", "dv"]) == []
+    dq[0, 0, -1, 0] += 1
+    assert unwritten(watch, [dq, dk, dv], ["dq", "dk", "dv"]) == ["dq: changed after the last kernel stored it"]
+
+
+def test_an_atomics_buffer_the_launcher_filled_is_foreign_memory():
+    """dQ computed in torch and put in the buffer the kernel adds to: the kernels would add to values they did not
+    compute, so the counts name the updates foreign."""
+    source = (SOLUTIONS / f"{PID}.py").read_text().replace(
+        "    dq = torch.zeros(q.shape, dtype=work, device=q.device)  # accumulated with atomics: starts at 0\n",
+        "    dq = torch.full(q.shape, 0.5, dtype=work, device=q.device)\n")
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "filled.py"
+        path.write_text(source)
+        module = _module(path, "tfab_filled")
+    args = _call(37, 53, False)
+    with interpreting(), watching(args[:6]) as watch:
+        module.triton_flash_attention_backward(*args)
+    assert watch.foreign == 37 * 16 * 2  # every element of dQ, once: the first update of each
+
+
+def test_a_tensor_descriptor_made_in_a_kernel_asks_for_the_gpu_s_allocator():
+    import triton
+
+    code = ("import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef copy(X, Y, N, B: tl.constexpr):\n"
+            "    d = tl.make_tensor_descriptor(X, shape=[N], strides=[1], block_shape=[B])\n"
+            "    tl.store(Y + tl.arange(0, B), d.load([0]), mask=tl.arange(0, B) < N)\n")
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "desc.py"
+        path.write_text(code)
+        module = _module(path, "tfab_desc")
+    x, y = torch.arange(16, dtype=torch.float32), torch.zeros(16)
+    with interpreting(), pytest.raises(Exception) as raised:  # the interpreter wraps it: InterpreterError
+        module.copy[(1,)](x, y, 16, B=16)
+    assert NO_ALLOCATOR.split(":")[0] in str(raised.value) and "triton.set_allocator(...)" in str(raised.value)
+    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8))
+    try:
+        with interpreting():
+            module.copy[(1,)](x, y, 16, B=16)
+        assert torch.equal(x, y)
+    finally:
+        from triton.runtime import _allocation
+
+        _allocation._allocator.set(_allocation._NULL_ALLOCATOR)
+    from triton.runtime.interpreter import interpreter_builder
+
+    assert "create_make_tensor_descriptor" not in vars(interpreter_builder)  # put back after interpreting()
