@@ -108,3 +108,26 @@ def test_a_tensor_descriptor_made_in_a_kernel_asks_for_the_gpu_s_allocator():
     from triton.runtime.interpreter import interpreter_builder
 
     assert "create_make_tensor_descriptor" not in vars(interpreter_builder)  # put back after interpreting()
+
+
+def test_a_share_stored_where_it_must_be_added_is_counted_as_stored_again():
+    """dQ stored by every key block's program (the catalogued dq_not_atomic): the last store wins, and the counts say
+    how many elements a store of the same launch replaced; the reference replaces none."""
+    import tempfile
+    from pathlib import Path
+
+    from attnkit.diagnose.mistakes import apply
+
+    mistake = next(m for m in get(PID).mistakes if m.id == "dq_not_atomic")
+    args = _call(37, 53, False)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "stored.py"
+        path.write_text(apply((SOLUTIONS / f"{PID}.py").read_text(), mistake))
+        wrong = _module(path, "tfab_stored")
+    right = _module(SOLUTIONS / f"{PID}.py", "tfab_ref_for_stores")
+    counts = []
+    for module in (right, wrong):
+        with interpreting(), watching(args[:6]) as watch:
+            dq = module.triton_flash_attention_backward(*args)[0]
+        counts.append(watch.restored.get(dq.untyped_storage().data_ptr(), 0))
+    assert counts == [0, 37 * 16 * 2 * 3]  # 4 key blocks of 16 for Tk = 53: each row's first store, then 3 more

@@ -122,7 +122,9 @@ def fingerprint(scope):
             text = ""
         names = []
         for g in sorted(set(fn.__code__.co_names)):
-            v = scope.get(g)
+            if g not in scope:  # an attribute's name, a builtin; or a module the interpreter adds to the scope as it runs
+                continue
+            v = scope[g]
             v = getattr(v, "value", v) if type(v).__name__ == "constexpr" else v
             if v is None or isinstance(v, (bool, int, float, str)) or type(v).__name__ == "dtype":
                 names.append(f"{g}={v!r}")

@@ -119,9 +119,11 @@ class Watch:
     foreign: int = 0  # elements loaded from memory that is no input of the call and no kernel stored (what the
     # launcher computed), or updated with atomics where such memory did not hold zero
     updated: dict = field(default_factory=dict)  # storage address -> elements updated with atomics
+    restored: dict = field(default_factory=dict)  # storage address -> elements stored over an earlier store's
     tampered: str = ""  # an input whose memory the launcher changed before a launch, by name
     _regions: list = field(default_factory=list)  # this launch's [(start, end, storage address, name)]
     _copies: dict = field(default_factory=dict)  # this launch's storage address -> (guarded host buffer, guard bytes)
+    _stored: dict = field(default_factory=dict)  # this launch's storage address -> bool array of bytes stored to
 
     def check(self, op: str, addr: np.ndarray, active: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         """The lanes inside an argument (and the index of its region), the others counted as outside."""
@@ -170,13 +172,22 @@ class Watch:
         return "; ".join(filter(None, [("loaded " + ", ".join(loads)) if loads else "",
                                        ("stored " + ", ".join(stores)) if stores else ""]))
 
-    def mark(self, addr, good, at, size) -> None:
-        """Record the bytes a store wrote, per argument storage."""
+    def mark(self, addr, good, at, size, plain: bool = False) -> None:
+        """Record the bytes a store wrote, per argument storage; `plain` (a store, not an atomic update): count the
+        elements stored again over what a store of the same launch wrote (programs racing: the last store wins; a
+        later launch may rewrite what an earlier one stored)."""
         addr = addr.astype(np.int64).reshape(-1)
         for r in np.unique(at[good]):
             start, _, key, _ = self._regions[r]
             offs = addr[good & (at == r)] - start
-            self.written[key][0][(offs[:, None] + np.arange(size)).reshape(-1)] = True
+            at_bytes = (offs[:, None] + np.arange(size)).reshape(-1)
+            if plain:
+                launch = self._stored.setdefault(key, np.zeros_like(self.written[key][0]))
+                again = launch[at_bytes].reshape(-1, size).all(1)
+                if again.any():
+                    self.restored[key] = self.restored.get(key, 0) + int(again.sum())
+                launch[at_bytes] = True
+            self.written[key][0][at_bytes] = True
 
 
 def _where(op: str, addr: int, regions, launch) -> str:
@@ -268,6 +279,7 @@ def _guarded_args(self, args_dev, kwargs):
     kw = {k: host(v, k) for k, v in kwargs.items()}
     watch._regions = sorted(regions)
     watch._copies = copies
+    watch._stored = {}
     return hst, kw
 
 
@@ -319,7 +331,7 @@ def _count(builder, watch: Watch) -> None:
         good, at = watch.check("stores to", ptrs.data, mask.data, size(ptrs))
         watch.stored += int(good.sum())
         watch.tally(at, good, size(ptrs), False)
-        watch.mark(ptrs.data, good, at, size(ptrs))
+        watch.mark(ptrs.data, good, at, size(ptrs), plain=True)
         return cls.create_masked_store(builder, ptrs, value, TensorHandle(good.reshape(ptrs.data.shape), tl.int1),
                                        cache_policy)
 

@@ -86,6 +86,11 @@ def check_traffic(ctx):
         if seen["unwritten"]:
             ctx.fail(case, f"what the call returned is not what its kernels stored ({seen['unwritten']}): the "
                      "kernels must compute the outputs and store each element once")
+        if seen.get("restored"):
+            ctx.fail(case, f"the kernels stored output elements more than once, each store replacing the last "
+                     f"({seen['restored']} elements stored again): where several blocks add to the same element "
+                     "(a share of a gradient), they must add with tl.atomic_add, or one program must own the element "
+                     "and sum its shares on the chip")
         design, bound = _design(case, seen)
         if bound is None:
             ctx.fail(case, f"the kernels accumulated {design[:80] or 'no output'} with atomics: the contract's designs "

@@ -36,7 +36,7 @@ class Traffic(Hook):
     order = 85
     fields = {"traffic": ({"loaded": int, "stored": int, "outside": int, "launches": int},
                           {"first_outside": str, "unwritten": str, "by_arg": str, "foreign": int, "tampered": str,
-                           "smuggled": str, "atomic": str})}
+                           "smuggled": str, "atomic": str, "restored": str})}
 
     @contextlib.contextmanager
     def around(self, options):
@@ -55,6 +55,7 @@ class Traffic(Hook):
                                launches=len(watch.launches), first_outside=watch.first_outside,
                                by_arg=watch.summary()[:200], foreign=watch.foreign, tampered=watch.tampered[:80],
                                smuggled=_smuggled(watch.launches), atomic=_atomic(watch, outs, options),
+                               restored=_restored(watch, outs, options),
                                unwritten="; ".join(unwritten(watch, outs, options.get("names") or [])))
         return outs
 
@@ -67,6 +68,15 @@ def _atomic(watch, outs, options) -> str:
     names = options.get("names") or []
     return ",".join(sorted(n for n, o in zip(names, outs if isinstance(outs, (tuple, list)) else [outs])
                            if hasattr(o, "untyped_storage") and o.untyped_storage().data_ptr() in watch.updated))
+
+
+def _restored(watch, outs, options) -> str:
+    """The outputs (by the spec's names) whose elements a store replaced after an earlier store of the call, with how
+    many: "dk 1,120, dv 1,120"."""
+    names = options.get("names") or []
+    return ", ".join(f"{n} {watch.restored[o.untyped_storage().data_ptr()]:,}"
+                     for n, o in zip(names, outs if isinstance(outs, (tuple, list)) else [outs])
+                     if hasattr(o, "untyped_storage") and o.untyped_storage().data_ptr() in watch.restored)[:200]
 
 
 def _smuggled(launches) -> str:
