@@ -131,3 +131,24 @@ def test_a_share_stored_where_it_must_be_added_is_counted_as_stored_again():
             dq = module.triton_flash_attention_backward(*args)[0]
         counts.append(watch.restored.get(dq.untyped_storage().data_ptr(), 0))
     assert counts == [0, 37 * 16 * 2 * 3]  # 4 key blocks of 16 for Tk = 53: each row's first store, then 3 more
+
+
+@pytest.mark.parametrize("seed", [0, 20261122])
+def test_every_drawn_call_carries_the_forward_of_its_own_inputs(seed):
+    """o and lse depend on is_causal, drawn after the inputs, and on q and k, which the stability check moves: on
+    every call of every check, they are the forward of the call's q, k, v (as rounded) and causal flag, lse float32
+    (float64 for float64 inputs)."""
+    from attnkit.judge.plan import draw
+    from attnkit.problems.triton_flash_attention_backward import forward
+
+    seen = 0
+    for case in draw(get(PID), seed).values():
+        args = case.call["args"]
+        if len(args) < 6 or not isinstance(args[3], torch.Tensor) or args[0].dim() != 4:
+            continue  # a constructor's or a bad argument's call
+        o, lse = forward(*(a.double() for a in args[:3]), bool(args[6]) if len(args) > 6 else False)
+        dtype = args[0].dtype
+        assert args[4].dtype == (torch.float64 if dtype == torch.float64 else torch.float32), case.key
+        assert torch.equal(args[3], o.to(dtype)) and torch.equal(args[4], lse.to(args[4].dtype)), case.key
+        seen += 1
+    assert seen >= 30
