@@ -112,14 +112,13 @@ def _error(got, want) -> float:
         else 0.0
 
 
-def run_job(job: dict, interpret: bool) -> dict:
+def run_job(job: dict, interpret: bool, folder: str) -> dict:
     if interpret:
         os.environ["TRITON_INTERPRET"] = "1"
     import torch
 
     device = "cpu" if interpret else "cuda"
     record = {"pid": job["pid"], "name": job["name"], "cases": [], "error": None, "onchip": None}
-    folder = tempfile.mkdtemp(prefix="attnkit-gpu-")
     try:
         module = _load(job["source"], folder, f"{job['pid']}_{abs(hash(job['name']))}")
         fn = getattr(module, job["pid"])
@@ -155,10 +154,6 @@ def run_job(job: dict, interpret: bool) -> dict:
                 record["onchip"] = [f"not read: {type(exc).__name__}: {str(exc)[:200]}"]
     except Exception as exc:  # noqa: BLE001
         record["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    finally:
-        import shutil
-
-        shutil.rmtree(folder, ignore_errors=True)
     return record
 
 
@@ -205,11 +200,13 @@ def timing() -> dict:
 
 
 def _in_process(index: int, job: dict, interpret: bool) -> dict:
-    command = [sys.executable, __file__, "--job", str(index)] + (["--interpret"] if interpret else [])
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=JOB_SECONDS)
-    except subprocess.TimeoutExpired:
-        return {"pid": job["pid"], "name": job["name"], "cases": [], "error": f"over {JOB_SECONDS} s"}
+    with tempfile.TemporaryDirectory(prefix="attnkit-gpu-") as folder:  # removed here, even if the job's process died
+        command = [sys.executable, __file__, "--job", str(index), "--folder", folder] + (
+            ["--interpret"] if interpret else [])
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=JOB_SECONDS)
+        except subprocess.TimeoutExpired:
+            return {"pid": job["pid"], "name": job["name"], "cases": [], "error": f"over {JOB_SECONDS} s"}
     lines = done.stdout.strip().splitlines()
     if done.returncode or not lines:
         tail = (done.stderr.strip().splitlines() or ["?"])[-1][:200]
@@ -250,10 +247,11 @@ def main(argv=None) -> int:
     parser.add_argument("--interpret", action="store_true", help="a dry run on the CPU through the interpreter")
     parser.add_argument("--only", default="", help="run only the jobs whose name contains this")
     parser.add_argument("--job", type=int, default=-1, help=argparse.SUPPRESS)  # one job, in a process of its own
+    parser.add_argument("--folder", default="", help=argparse.SUPPRESS)  # where that job writes its module
     opts = parser.parse_args(argv)
     everything = jobs(opts.interpret)
     if opts.job >= 0:  # a kernel that faults may leave its process's CUDA context unusable: one process per job
-        print(json.dumps(run_job(everything[opts.job], opts.interpret), default=str))
+        print(json.dumps(run_job(everything[opts.job], opts.interpret, opts.folder), default=str))
         return 0
     todo = [i for i, j in enumerate(everything) if opts.only in j["name"]]
     start = time.time()
