@@ -97,6 +97,7 @@ SLOW_CASES = (  # end-to-end cases of over 6 s each (measured with --durations):
     "test_kernels.py::test_reaching_the_interpreter_fails_the_counted_checks",
     "test_kernels.py::test_a_kernel_copying_what_the_launcher_computed_fails_traffic",
     "test_kernels.py::test_the_kernels_compiled_must_be_those_that_ran",
+    "test_kernels_backward.py::test_outputs_the_launcher_changed_between_launches_count_for_no_check",
 )
 
 

@@ -152,3 +152,16 @@ def test_every_drawn_call_carries_the_forward_of_its_own_inputs(seed):
         assert torch.equal(args[3], o.to(dtype)) and torch.equal(args[4], lse.to(args[4].dtype)), case.key
         seen += 1
     assert seen >= 30
+
+
+def test_outputs_the_launcher_changed_between_launches_count_for_no_check(tmp_path):
+    """A kernel fills the outputs, the launcher overwrites them with torch's gradients, and a kernel that does
+    nothing is launched on them: the launcher changed what a kernel stored, and no check's values count."""
+    from conftest import make_impl
+
+    source = (SOLUTIONS.parent / "tests" / "kernels" / "backward_overwrite_then_noop.py").read_text()
+    report = grade_shared(make_impl(tmp_path, {f"{PID}.py": source}, base=None), [PID])
+    failing = {c.id: c for c in report.problem(PID).checks if c.status == "failed"}
+    assert {"traffic", "parity_float64", "parity_float32", "oracle", "block_invariance", "stability"} <= set(failing)
+    assert "the launcher changed memory before a launch (kernel argument `DQ`)" in failing["traffic"].message
+    assert "the outputs are not the kernels' work" in failing["oracle"].message

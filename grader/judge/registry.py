@@ -66,6 +66,9 @@ class Check:
     # (case, result) -> what the check measures of a call beside its values (None: not measured there), which two
     # results must share to agree (diagnose/: a catalogued mistake reproduces the learner's results only if it does)
     measure: Callable | None = None
+    # (ctx, case) -> None, raising Failed where a call's outputs cannot count at all, for any check of the problem (the
+    # kernels stage: what came back is not what the kernels computed); Context.outputs asks it of every result
+    vouch: Callable | None = None
     rows_sum_to_one: bool = False  # its verdict holds each weight row with an allowed key to sum 1 (the public checks
     # ask it of their fixed example only where one of the problem's checks does: integrations/public.py)
 

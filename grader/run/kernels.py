@@ -124,6 +124,7 @@ class Watch:
     _regions: list = field(default_factory=list)  # this launch's [(start, end, storage address, name)]
     _copies: dict = field(default_factory=dict)  # this launch's storage address -> (guarded host buffer, guard bytes)
     _stored: dict = field(default_factory=dict)  # this launch's storage address -> bool array of bytes stored to
+    _alive: list = field(default_factory=list)  # every storage a launch passed, held for the call: an address names one
 
     def check(self, op: str, addr: np.ndarray, active: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         """The lanes inside an argument (and the index of its region), the others counted as outside."""
@@ -258,8 +259,14 @@ def _guarded_args(self, args_dev, kwargs):
             return arg
         storage = arg.untyped_storage()
         key = storage.data_ptr()
+        watch._alive.append(storage)  # not freed while the call runs: no later tensor takes its address
         if key in watch.inputs and not watch.tampered and not torch.equal(_bytes(arg), watch.inputs[key]):
             watch.tampered = name  # the launcher wrote into an input before launching
+        stored = watch.written.get(key)
+        if stored is not None and stored[1] is not None and not watch.tampered and key not in copies:
+            mask = torch.from_numpy(stored[0])  # what kernels stored, as the last launch left it
+            if not torch.equal(_bytes(arg)[mask], stored[1][mask]):
+                watch.tampered = name  # the launcher changed what a kernel stored, between launches
         if key not in copies:
             n = storage.nbytes()
             guard = max(4096, -(-n // 4096) * 4096)

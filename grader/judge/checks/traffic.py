@@ -121,14 +121,30 @@ def _data_flow(ctx, case, seen) -> None:
         ctx.fail(case, f"the kernels loaded {seen['foreign']:,} elements from memory that is none of the call's inputs "
                  "(a tensor the launcher computed): the kernels must compute the outputs from q, k and v themselves")
     if seen.get("tampered"):
-        ctx.fail(case, f"the launcher changed the memory of an input before a launch (kernel argument "
-                 f"`{seen['tampered']}`): the kernels must read the call's inputs as given")
+        ctx.fail(case, f"the launcher changed memory before a launch (kernel argument `{seen['tampered']}`): an "
+                 "input of the call, or what an earlier kernel stored; the kernels must read the call's inputs as "
+                 "given, and what the kernels stored must reach the outputs unchanged")
     if seen.get("smuggled"):
         ctx.fail(case, f"a launch passed a tuple or list (kernel argument `{seen['smuggled']}`): the kernels take "
                  "tensors and scalars only")
     if seen["launches"] > MAX_LAUNCHES:
         ctx.fail(case, f"the call made {seen['launches']} kernel launches; at most {MAX_LAUNCHES}: a grid covers the "
                  "work, not one launch per row")
+
+
+def _vouch(ctx, case) -> None:
+    """Any check's values count only where the outputs are the kernels' work: what the call returned is what they
+    stored, from the call's inputs as given (the counts of every call say so)."""
+    seen = ctx.result(case).extra.get("traffic")
+    if not seen or case.must_raise:
+        return
+    why = [w for w in (seen.get("unwritten") and f"what came back is not what the kernels stored ({seen['unwritten']})",
+                       seen.get("foreign") and f"the kernels loaded {seen['foreign']:,} elements that neither the "
+                       "call's inputs nor its kernels produced",
+                       seen.get("tampered") and f"the launcher changed memory before a launch (kernel argument "
+                       f"`{seen['tampered']}`)") if w]
+    if why:
+        ctx.fail(case, "; ".join(why) + ": the outputs are not the kernels' work, so their values cannot count")
 
 
 def trusted(ctx, case) -> None:
@@ -188,7 +204,7 @@ register(Check("traffic", "memory traffic within the tiled algorithm's IO (count
                enforces="memory traffic counted in the interpreter",
                needs=lambda p: None if "traffic" in (p.options or {}) and "capabilities" in p.points
                else "options['traffic'] (io, calls, words) and the capabilities check (the source read)",
-               measure=_measure, concepts=(("memory", None),)))
+               measure=_measure, vouch=_vouch, concepts=(("memory", None),)))
 register(Check("bounds", "no load or store outside the tensors passed", {"traffic": group_traffic}, check_bounds,
                needs=lambda p: None if "traffic" in p.points and "capabilities" in p.points
                else "the traffic and capabilities checks (the counts, and the source read that vouches for them)"))
