@@ -98,6 +98,10 @@ SLOW_CASES = (  # end-to-end cases of over 6 s each (measured with --durations):
     "test_kernels.py::test_a_kernel_copying_what_the_launcher_computed_fails_traffic",
     "test_kernels.py::test_the_kernels_compiled_must_be_those_that_ran",
     "test_kernels_backward.py::test_outputs_the_launcher_changed_between_launches_count_for_no_check",
+    "test_kernels_backward.py::test_bytes_no_kernel_stored_are_foreign_whatever_the_pointer_type",
+    "test_kernels_backward.py::test_traffic_is_counted_in_the_tensor_s_elements_whatever_the_pointer_type",
+    "test_kernels_backward.py::test_a_kernel_that_differs_when_compiled_by_a_tuple_global_fails_onchip",
+    "test_kernels_backward.py::test_a_jit_function_passed_as_a_constexpr_compiles",
 )
 
 

@@ -154,14 +154,68 @@ def test_every_drawn_call_carries_the_forward_of_its_own_inputs(seed):
     assert seen >= 30
 
 
+def _red_team(tmp_path, name):
+    """A red team's submission (tests/kernels/), graded: {check id: its result} of the failing checks, and the score."""
+    from conftest import make_impl
+    from test_kernels import _compiling
+
+    source = (SOLUTIONS.parent / "tests" / "kernels" / f"{name}.py").read_text()
+    result = grade_shared(make_impl(tmp_path, {f"{PID}.py": source}, base=None), [PID], sandbox=_compiling()).problem(PID)
+    return {c.id: c for c in result.checks if c.status == "failed"}, result.score
+
+
+VALUES = {"parity_float64", "parity_float32", "oracle", "block_invariance", "stability"}
+
+
 def test_outputs_the_launcher_changed_between_launches_count_for_no_check(tmp_path):
     """A kernel fills the outputs, the launcher overwrites them with torch's gradients, and a kernel that does
     nothing is launched on them: the launcher changed what a kernel stored, and no check's values count."""
-    from conftest import make_impl
-
-    source = (SOLUTIONS.parent / "tests" / "kernels" / "backward_overwrite_then_noop.py").read_text()
-    report = grade_shared(make_impl(tmp_path, {f"{PID}.py": source}, base=None), [PID])
-    failing = {c.id: c for c in report.problem(PID).checks if c.status == "failed"}
-    assert {"traffic", "parity_float64", "parity_float32", "oracle", "block_invariance", "stability"} <= set(failing)
+    failing, _ = _red_team(tmp_path, "backward_overwrite_then_noop")
+    assert {"traffic"} | VALUES <= set(failing)
     assert "the launcher changed memory before a launch (kernel argument `DQ`)" in failing["traffic"].message
     assert "the outputs are not the kernels' work" in failing["oracle"].message
+
+
+def test_bytes_no_kernel_stored_are_foreign_whatever_the_pointer_type(tmp_path):
+    """torch's gradients packed into the bytes of an int64 buffer that a kernel did not store (it stored each lane's
+    first byte), decoded by a kernel: the loads are foreign, byte for byte, and no check's values count."""
+    failing, _ = _red_team(tmp_path, "backward_first_byte_smuggle")
+    assert {"traffic"} | VALUES <= set(failing)
+    assert "that neither the call's inputs nor its kernels produced" in failing["oracle"].message
+
+
+def test_traffic_is_counted_in_the_tensor_s_elements_whatever_the_pointer_type(tmp_path):
+    """K and V reloaded per query block through int64 pointers (two float32 elements a lane): over the bound."""
+    failing, _ = _red_team(tmp_path, "backward_int64_pairs_kv_reloaded")
+    assert set(failing) == {"traffic"}, failing
+    assert "the tiled algorithm loads at most" in failing["traffic"].message
+
+
+def test_a_kernel_that_differs_when_compiled_by_a_tuple_global_fails_onchip(tmp_path):
+    failing, _ = _red_team(tmp_path, "backward_compiled_noop")
+    assert set(failing) == {"onchip"}, failing
+    assert "defines other kernels when Triton's interpreter is off" in failing["onchip"].message
+
+
+def test_a_jit_function_passed_as_a_constexpr_compiles(tmp_path):
+    failing, score = _red_team(tmp_path, "backward_jit_constexpr")
+    assert not failing and score == get(PID).max_points, failing
+
+
+def test_a_lane_wider_than_the_tensor_s_elements_counts_as_several():
+    """A float32 tensor loaded through an int64 pointer: each lane moves two of its elements."""
+    import tempfile
+    from pathlib import Path
+
+    code = ("import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef pairs(X, Y, N, B: tl.constexpr):\n"
+            "    offs = tl.arange(0, B)\n"
+            "    wide = tl.load(X.to(tl.pointer_type(tl.int64), bitcast=True) + offs, mask=offs < N // 2)\n"
+            "    tl.store(Y.to(tl.pointer_type(tl.int64), bitcast=True) + offs, wide, mask=offs < N // 2)\n")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "pairs.py"
+        path.write_text(code)
+        module = _module(path, "tfab_pairs")
+    x, y = torch.arange(32, dtype=torch.float32), torch.zeros(32)
+    with interpreting(), watching([x]) as watch:
+        module.pairs[(1,)](x, y, 32, B=16)
+    assert torch.equal(x, y) and (watch.loaded, watch.stored, watch.outside) == (32, 32, 0)

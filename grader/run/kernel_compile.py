@@ -103,6 +103,9 @@ def _describe(name: str, kernel: str, value):
         return {"tuple": [_describe(name, kernel, v) for v in value]}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    fn = getattr(value, "fn", None)  # a jit function passed as a constexpr (an inner function of the kernel's)
+    if type(value).__name__ in ("JITFunction", "InterpretedFunction") and hasattr(fn, "__name__"):
+        return {"jit": fn.__name__}
     raise RuntimeError(f"argument `{name}` of `{kernel}` is a {type(value).__name__}, which the grader cannot pass "
                        "to a compilation yet")
 
@@ -124,12 +127,24 @@ def fingerprint(scope):
         for g in sorted(set(fn.__code__.co_names)):
             if g not in scope:  # an attribute's name, a builtin; or a module the interpreter adds to the scope as it runs
                 continue
-            v = scope[g]
-            v = getattr(v, "value", v) if type(v).__name__ == "constexpr" else v
-            if v is None or isinstance(v, (bool, int, float, str)) or type(v).__name__ == "dtype":
-                names.append(f"{g}={v!r}")
+            if type(scope[g]).__name__ != "module":  # the interpreter swaps modules' contents, not what they are
+                names.append(f"{g}={plain(scope[g])}")
         out[name] = [fn.__code__.co_firstlineno, hashlib.sha256(text.encode()).hexdigest(), names]
     return out
+
+
+def plain(v, depth=0):
+    # a global as the same text interpreted or compiled: values as themselves, jit functions alike, others by type
+    kind = type(v).__name__
+    if kind == "constexpr":
+        return "constexpr(" + plain(getattr(v, "value", None), depth + 1) + ")"
+    if v is None or isinstance(v, (bool, int, float, str)) or kind == "dtype":
+        return repr(v)
+    if isinstance(v, (tuple, list)) and depth < 4:
+        return kind + "(" + ", ".join(plain(x, depth + 1) for x in list(v)[:64]) + ")"
+    if kind in ("JITFunction", "InterpretedFunction"):
+        return "jit " + getattr(getattr(v, "fn", None), "__name__", "?")
+    return kind
 """
 """The same code fingerprints a module's kernels in the worker (interpreted) and in the compiling child (compiled): the
 kernels compiled must be those that ran, not others the file defines when the interpreter is off."""
@@ -180,6 +195,11 @@ for job in request["jobs"]:
             return triton.language.dtype(v["dtype"])
         if isinstance(v, dict) and "tuple" in v:
             return tuple(rebuild(x) for x in v["tuple"])
+        if isinstance(v, dict) and "jit" in v:
+            found = modules[path].get(v["jit"])
+            if not isinstance(found, JITFunction):
+                give({"refused": f"`{v['jit']}`, passed to `{name}`, is not a @triton.jit function at the top level"})
+            return found
         return v
     for p in kernel.params:
         value = job["args"].get(p.name)

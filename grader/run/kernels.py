@@ -125,6 +125,7 @@ class Watch:
     _copies: dict = field(default_factory=dict)  # this launch's storage address -> (guarded host buffer, guard bytes)
     _stored: dict = field(default_factory=dict)  # this launch's storage address -> bool array of bytes stored to
     _alive: list = field(default_factory=list)  # every storage a launch passed, held for the call: an address names one
+    _elem: dict = field(default_factory=dict)  # storage address -> the element size of the first tensor passed on it
 
     def check(self, op: str, addr: np.ndarray, active: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         """The lanes inside an argument (and the index of its region), the others counted as outside."""
@@ -141,16 +142,26 @@ class Watch:
                 self.first_outside = _where(op, int(addr[bad][0]), self._regions, self.launches[-1])
         return active & ok, at
 
+    def elements(self, at, good, size: int) -> int:
+        """The lanes of an access in elements of the tensors they fall in: a lane `size` bytes wide moves size /
+        element size of them (an int64 pointer over float32 memory moves two per lane)."""
+        total = 0.0
+        for r, n in zip(*np.unique(at[good], return_counts=True)):
+            total += int(n) * size / self._elem[self._regions[r][2]]
+        return int(np.ceil(total))
+
     def tally(self, at, good, size: int, loaded: bool, addr=None) -> None:
-        """Per argument: the elements loaded (or stored) here; loads from memory that no input of the call holds and
-        no kernel of the call stored (`addr`: the lanes' addresses, for loads)."""
+        """Per argument: the elements loaded (or stored) here, in the tensor's elements; loads from memory that no
+        input of the call holds and no kernel of the call stored, byte for byte (`addr`: the lanes' addresses)."""
         for r, n in zip(*np.unique(at[good], return_counts=True)):
             start, end, key, name = self._regions[r]
-            entry = self.by_arg.setdefault(name, [0, 0, (end - start) // size])
-            entry[0 if loaded else 1] += int(n)
+            elem = self._elem[key]
+            entry = self.by_arg.setdefault(name, [0, 0, (end - start) // elem])
+            entry[0 if loaded else 1] += int(np.ceil(int(n) * size / elem))
             if loaded and self.inputs and key not in self.inputs:
                 offs = addr.astype(np.int64).reshape(-1)[good & (at == r)] - start
-                self.foreign += int((~self.written[key][0][offs]).sum())
+                mine = self.written[key][0][(offs[:, None] + np.arange(size)).reshape(-1)].reshape(-1, size).all(1)
+                self.foreign += int((~mine).sum())
 
     def update(self, addr, good, at, size: int) -> None:
         """Atomic updates: counted per storage; those of memory no input holds and no kernel stored must start from
@@ -260,6 +271,7 @@ def _guarded_args(self, args_dev, kwargs):
         storage = arg.untyped_storage()
         key = storage.data_ptr()
         watch._alive.append(storage)  # not freed while the call runs: no later tensor takes its address
+        watch._elem.setdefault(key, arg.element_size())
         if key in watch.inputs and not watch.tampered and not torch.equal(_bytes(arg), watch.inputs[key]):
             watch.tampered = name  # the launcher wrote into an input before launching
         stored = watch.written.get(key)
@@ -329,14 +341,14 @@ def _count(builder, watch: Watch) -> None:
 
     def load(ptrs, mask, other, cache_policy, is_volatile):
         good, at = watch.check("loads", ptrs.data, mask.data, size(ptrs))
-        watch.loaded += int(good.sum())
+        watch.loaded += watch.elements(at, good, size(ptrs))
         watch.tally(at, good, size(ptrs), True, ptrs.data)
         return cls.create_masked_load(builder, ptrs, TensorHandle(good.reshape(ptrs.data.shape), tl.int1), other,
                                       cache_policy, is_volatile)
 
     def store(ptrs, value, mask, cache_policy):
         good, at = watch.check("stores to", ptrs.data, mask.data, size(ptrs))
-        watch.stored += int(good.sum())
+        watch.stored += watch.elements(at, good, size(ptrs))
         watch.tally(at, good, size(ptrs), False)
         watch.mark(ptrs.data, good, at, size(ptrs), plain=True)
         return cls.create_masked_store(builder, ptrs, value, TensorHandle(good.reshape(ptrs.data.shape), tl.int1),
@@ -344,8 +356,8 @@ def _count(builder, watch: Watch) -> None:
 
     def rmw(op, ptr, val, mask, sem, scope):
         good, at = watch.check("updates", ptr.data, mask.data, size(ptr))
-        watch.loaded += int(good.sum())
-        watch.stored += int(good.sum())
+        watch.loaded += watch.elements(at, good, size(ptr))
+        watch.stored += watch.elements(at, good, size(ptr))
         watch.update(ptr.data, good, at, size(ptr))
         watch.mark(ptr.data, good, at, size(ptr))
         return cls.create_atomic_rmw(builder, op, ptr, val, TensorHandle(good.reshape(ptr.data.shape), tl.int1),
@@ -355,8 +367,8 @@ def _count(builder, watch: Watch) -> None:
         good, at = watch.check("updates", ptr.data, np.ones(ptr.data.shape, bool), size(ptr))
         if not good.all():
             raise RuntimeError("an atomic compare-and-swap outside every argument (refused)")
-        watch.loaded += int(good.sum())
-        watch.stored += int(good.sum())
+        watch.loaded += watch.elements(at, good, size(ptr))
+        watch.stored += watch.elements(at, good, size(ptr))
         watch.update(ptr.data, good, at, size(ptr))
         watch.mark(ptr.data, good, at, size(ptr))
         return cls.create_atomic_cas(builder, ptr, cmp, val, sem, scope)

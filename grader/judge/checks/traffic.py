@@ -103,7 +103,8 @@ def check_traffic(ctx):
                      f"{loads:,} ({words}) and stores at most {stores:,}. By your kernels' "
                      f"arguments: {seen.get('by_arg') or '?'}. "
                      + ("Something more than the outputs was written to global memory (a score matrix, a scratch "
-                        "buffer)." if seen["stored"] > stores else "A tile loaded more often than once per block "
+                        "buffer, or an output zeroed by a kernel where the launcher may allocate it with torch.zeros)."
+                        if seen["stored"] > stores else "A tile loaded more often than once per block "
                         "that needs it (a tile reloaded inside the loop), or blocks that see none of the other's "
                         "keys (causal: those wholly above the diagonal) were loaded."))
         compare_all(ctx, case, ctx.outputs(case), ctx.expected(case), tolerance(case.call["dtype"]))
