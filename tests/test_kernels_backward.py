@@ -154,12 +154,35 @@ def test_every_drawn_call_carries_the_forward_of_its_own_inputs(seed):
     assert seen >= 30
 
 
+def _patched(*patch) -> str:
+    """The reference with each (old, new) replaced, each old found exactly once."""
+    text = (SOLUTIONS / f"{PID}.py").read_text()
+    for old, new in patch:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+COMPILED_NOOP = (  # a red team's: returns at once where compiled, told apart by a tuple constexpr global
+    ("\n\n@triton.jit\ndef _attention_backward_delta",
+     "\n\n@triton.jit\ndef _probe():\n    pass\n\n\nMODE = tl.constexpr((0,) if hasattr(_probe, \"device_caches\") else (1,))\n"
+     "\n\n@triton.jit\ndef _attention_backward_delta"),
+    ("    start_n = tl.program_id(0)\n", "    if MODE[0] == 0:\n        return\n    start_n = tl.program_id(0)\n"))
+JIT_CONSTEXPR = (  # a red team's finding: the exponential passed as a jit function constexpr, once a grader error
+    ("\n\n@triton.jit\ndef _attention_backward_kv", "\n\n@triton.jit\ndef _exp(x):\n    return tl.exp(x)\n"
+     "\n\n@triton.jit\ndef _attention_backward_kv"),
+    ("IS_CAUSAL: tl.constexpr):\n    \"\"\"Program (j, l)", "IS_CAUSAL: tl.constexpr, EXP: tl.constexpr):\n    \"\"\"Program (j, l)"),
+    ("tl.where(allowed, tl.exp(s - ", "tl.where(allowed, EXP(s - "),
+    ("IS_CAUSAL=is_causal, num_warps=8)", "IS_CAUSAL=is_causal, EXP=_exp, num_warps=8)"))
+
+
 def _red_team(tmp_path, name):
-    """A red team's submission (tests/kernels/), graded: {check id: its result} of the failing checks, and the score."""
+    """A red team's submission (tests/kernels/<name>.py, or the source itself), graded: {check id: its result} of the
+    failing checks, and the score."""
     from conftest import make_impl
     from test_kernels import _compiling
 
-    source = (SOLUTIONS.parent / "tests" / "kernels" / f"{name}.py").read_text()
+    source = name if "\n" in name else (SOLUTIONS.parent / "tests" / "kernels" / f"{name}.py").read_text()
     result = grade_shared(make_impl(tmp_path, {f"{PID}.py": source}, base=None), [PID], sandbox=_compiling()).problem(PID)
     return {c.id: c for c in result.checks if c.status == "failed"}, result.score
 
@@ -192,13 +215,13 @@ def test_traffic_is_counted_in_the_tensor_s_elements_whatever_the_pointer_type(t
 
 
 def test_a_kernel_that_differs_when_compiled_by_a_tuple_global_fails_onchip(tmp_path):
-    failing, _ = _red_team(tmp_path, "backward_compiled_noop")
+    failing, _ = _red_team(tmp_path, _patched(*COMPILED_NOOP))
     assert set(failing) == {"onchip"}, failing
     assert "defines other kernels when Triton's interpreter is off" in failing["onchip"].message
 
 
 def test_a_jit_function_passed_as_a_constexpr_compiles(tmp_path):
-    failing, score = _red_team(tmp_path, "backward_jit_constexpr")
+    failing, score = _red_team(tmp_path, _patched(*JIT_CONSTEXPR))
     assert not failing and score == get(PID).max_points, failing
 
 

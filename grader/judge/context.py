@@ -142,6 +142,10 @@ class Context:
         self.failing_deps = failing_deps  # imported problems that fail their own checks: their mistakes may explain ours
         self.memo = {} if memo is None else memo  # what diagnosis may reuse across runs (judge/expected.References)
         self.scratch: dict = {}  # what this judging run computes once for several of its users (diagnose/)
+        from .registry import loaded
+
+        checks = loaded()  # the problem's checks that vouch for every result read (registry.Check.vouch), found once
+        self.vouchers = [checks[c].vouch for c in problem.points if c in checks and checks[c].vouch is not None]
 
     def of(self, group: str):
         return [c for c in self.cases.values() if c.group == group]
@@ -167,12 +171,8 @@ class Context:
     def outputs(self, case, run: int = 0) -> list:
         """What came back, each output of the shape the contract gives (else the check fails, saying so), where every
         check of the problem that vouches for results does (registry.Check.vouch)."""
-        from .registry import loaded
-
-        for cid in self.problem.points:
-            check = loaded().get(cid)
-            if check is not None and check.vouch is not None:
-                check.vouch(self, case)
+        for vouch in self.vouchers:
+            vouch(self, case)
         got = self.raw_outputs(case, run)
         expected = self.ref[case.key].runs[run] if case.key in self.ref else None
         shapes = [tuple(e.shape) for e in expected] if expected else output_shapes(self.problem, case.cfg)

@@ -154,7 +154,7 @@ def forward(q, k, v, causal):
     Tq, Tk = q.shape[-2], k.shape[-2]
     s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
     if causal:
-        s = s.masked_fill(~torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq), float("-inf"))
+        s = s.masked_fill(~torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(Tk - Tq), float("-inf"))
     lse = torch.logsumexp(s, -1)
     p = torch.exp(s - torch.where(torch.isfinite(lse), lse, 0.0)[..., None])
     return p @ v, lse
