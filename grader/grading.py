@@ -18,6 +18,7 @@ from .results import CheckResult, ProblemResult, Report, Status, Trouble, Use, V
 from .judge.context import Context, decode, Failed, GraderError, valid_mask
 from .judge.expected import Helper, References
 from .judge.plan import Plan
+from .judge.stored import Store
 from .judge.registry import Submission, grader_groups, problem_hooks
 from .run.cgroup import reason
 from .judge.scan import refused, scan_problem
@@ -57,6 +58,9 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
     for p in problems:
         validate_checks(p)
     scans = {p.id: _scan(impl, p) for p in problems}  # the sources, read here (never imported) before any of it runs
+    stored = Store.here(jailed)  # the values earlier runs computed, where no worker can reach them
+    if stored is not None:
+        stored.load(references, problems, seed)
     helper = Helper(problems, seed, references)  # the expected values, computed side by side from here on
     try:
         with ThreadPoolExecutor(1) as starter:  # the workers are forked while the calls are planned
@@ -64,6 +68,8 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
                                       timeout, limits, jailed)
             try:
                 plan = Plan.draw(problems, seed)  # the run's one plan: its CUDA part is added once a worker sees a GPU
+                if stored is not None:
+                    stored.forget(references, plan)
                 while not starting.done() and helper.compute_next(plan, plan.problems):
                     pass  # the workers' server still imports torch: expected values meanwhile, on the other core
             except BaseException:
@@ -82,6 +88,8 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
             pool.close()
     finally:
         helper.close()
+    if stored is not None:
+        stored.save(references, problems, seed)
     results = [statuses[p.id] for p in chosen]
     _note_prerequisites(chosen, results, statuses)
     return Report(

@@ -197,3 +197,19 @@ def test_two_commands_saving_state_at_once_never_collide(env):
     assert all(p.returncode == 0 for p in procs) and not any("Traceback" in e for e in errors), errors
     assert isinstance(json.loads(state.read_text())["hints"], dict)
     assert [p.name for p in state.parent.iterdir()] == ["state.json"]  # no temporary file left
+
+
+def test_list_keeps_every_id_apart_from_its_status():
+    """The longest id (the kernels stage's backward, 31 characters) still has two spaces before its status."""
+    from types import SimpleNamespace
+
+    from attnkit.fronts.tracks import track_table
+    from attnkit.problems import all_problems
+
+    problems = all_problems()
+    report = SimpleNamespace(problems=[SimpleNamespace(id=p.id, status="failed", score=0, max_score=1)
+                                       for p in problems])
+    lines = [line for line in track_table(report, problems).splitlines() if line.startswith("   ")]
+    assert len(lines) == len(problems) and max(len(p.id) for p in problems) > 30
+    for line in lines:
+        assert any(line.startswith(f"   {p.id}  ") for p in problems), line

@@ -23,12 +23,13 @@ def track_table(report, problems, colour: bool = False) -> str:
     from ..report.term import paint
 
     status = {r.id: r for r in report.problems}
+    width = max([len(p.id) for p in problems] + [28]) + 2  # the longest id, and two spaces before its status
     lines, ready = [], None
     for n, (name, about, members) in enumerate(grouped(problems), 1):
         lines.append(paint(f"{n}. {name}: {about}", "bold", colour))
         for p in members:
             if p.id not in status:  # not graded here: the one line that says what to install
-                lines.append(f"   {p.id:<30}{unavailable(p) or left_out(p) or 'not graded'}")
+                lines.append(f"   {p.id:<{width}}{unavailable(p) or left_out(p) or 'not graded'}")
                 continue
             r = status[p.id]
             needs = [d for d in prerequisites(p) if d in status]
@@ -37,6 +38,6 @@ def track_table(report, problems, colour: bool = False) -> str:
                 ready = p.id
             after = f"   after: {', '.join(needs)}" if needs else ""
             pts = f"{r.score:g}/{r.max_score:g}"
-            lines.append(f"   {p.id:<30}{paint(f'{STATUS[r.status]:<12}', r.status, colour)}{pts:>7}{after}")
+            lines.append(f"   {p.id:<{width}}{paint(f'{STATUS[r.status]:<12}', r.status, colour)}{pts:>7}{after}")
     lines.append(f"next: {ready}  (`attnkit hint {ready}` if stuck)" if ready else "next: every problem passes")
     return "\n".join(lines)

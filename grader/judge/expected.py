@@ -36,6 +36,13 @@ class References:
     def put(self, pid: str, seed: int, values: dict, gpu: bool = False) -> None:
         self._values[(pid, seed, gpu)] = values
 
+    def part_if_any(self, pid: str, seed: int, gpu: bool = False) -> dict | None:
+        """One part's values where computed (or loaded: judge/stored.py), else None."""
+        return self._values.get((pid, seed, gpu))
+
+    def drop(self, pid: str, seed: int, gpu: bool = False) -> None:
+        self._values.pop((pid, seed, gpu), None)
+
     def part(self, plan: Plan, problem, gpu: bool = False, between=lambda: None) -> dict:
         """One part's values for the plan's cases, computed here unless already in (`between()` runs after each
         call: the grader reads its workers' pipes meanwhile)."""
@@ -95,6 +102,7 @@ class Helper:
 
         self.seed, self.references, self.conn, self.proc = seed, references, None, None
         self.todo = [p for p in problems if not references.has(p.id, seed)]
+        self.mine = {p.id for p in self.todo}  # what the helper computes; the rest is in, or computed here
         side = cores() >= HELPER_CORES if side is None else side
         if not self.todo or not side or not running():
             return  # nothing to compute, no core to spare, or starting a forkserver would cost more than it saves
@@ -119,13 +127,13 @@ class Helper:
             self.references.put(pid, self.seed, refs)
 
     def ready(self, problem) -> bool:
-        return self.conn is None or self.references.has(problem.id, self.seed)
+        return self.conn is None or problem.id not in self.mine or self.references.has(problem.id, self.seed)
 
     def get(self, plan: Plan, problem, between=lambda: None) -> dict:
         """The expected values for the plan's `problem`: the helper's CPU part (waited for), the CUDA checks' part
         computed here."""
         assert plan.seed == self.seed, "the helper computes another seed's values"
-        while self.conn is not None and not self.references.has(problem.id, self.seed):
+        while self.conn is not None and problem.id in self.mine and not self.references.has(problem.id, self.seed):
             self.conn.poll(None)
             self.receive()
         return self.references.of(plan, problem, between)

@@ -36,10 +36,11 @@ SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 
 def hidden_paths() -> list[str]:
     from .. import REFERENCE_DIR, ROOT
+    from ..defaults import cache_root
     from ..extensions import solution_dirs
 
     grader_dir = Path(__file__).resolve().parent.parent  # the package's folder
-    kit = [REFERENCE_DIR, *solution_dirs(), grader_dir]
+    kit = [REFERENCE_DIR, *solution_dirs(), grader_dir, *filter(None, [cache_root()])]  # the stored expected values
     if grader_dir == ROOT / "grader":  # a checkout (not a wheel in site-packages): its tests, state and history
         kit += [ROOT / "tests", ROOT / ".attnkit", ROOT / ".git"]  # .git holds them all
     return [str(p) for p in kit if p.exists()]

@@ -66,7 +66,9 @@ def _tensor(obj) -> torch.Tensor:
     return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
 
 
-class _PlainUnpickler(pickle.Unpickler):
+class PlainUnpickler(pickle.Unpickler):
+    """Pickle's loader with no class or function resolvable: plain data only (dicts, lists, tuples, numbers, text)."""
+
     def find_class(self, module, name):
         raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
 
@@ -76,4 +78,4 @@ def dumps(obj) -> bytes:
 
 
 def loads(data: bytes):
-    return _unpack(_PlainUnpickler(io.BytesIO(data)).load())
+    return _unpack(PlainUnpickler(io.BytesIO(data)).load())

@@ -1,0 +1,215 @@
+"""Expected values kept on disk between grading runs, where no submission can reach them.
+
+A problem's expected values depend only on the kit, the seed and the environment (judge/expected.py), so a learner
+who grades again, a restarted watch or pytest, or a batch on one machine computes them once: `Store.load` fills a
+run's `References` before its workers start, `Store.save` writes what the run computed. The store is used only where
+the workers cannot write it: inside bubblewrap, which binds none of the user's files, or as root, where every worker
+takes an unprivileged uid (docs/security.md); in a 0700 folder of the grader's own uid, each file 0600 and checked so
+before it is read. Elsewhere (a learner's laptop without bubblewrap) the values are computed each run, as before.
+
+Where: defaults.cache_root() (ATTNKIT_CACHE, a folder or `off`), one folder per kit fingerprint (fingerprint.py),
+the others removed when a new one is made; the process sandbox hides it from its workers as it hides the kit.
+A file is a skeleton of plain data, pickled with no class resolvable (as the workers' messages, run/wire.py), and
+one blob of every tensor's bytes, read at once: thousands of tensors come back in milliseconds, as views of it.
+"""
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+import torch
+
+from ..defaults import cache_root
+from ..run.wire import DTYPES, PlainUnpickler
+from .fingerprint import fingerprint
+
+MAGIC = b"attnkit-expected-1\n"
+ALIGN = 64  # every tensor's bytes start at a multiple: a view of any dtype over them is aligned
+TENSOR = "__attnkit_stored_tensor__"
+
+
+class Unstorable(TypeError):
+    """A value the store does not keep (neither plain data nor a CPU tensor): the run's own values stand."""
+
+
+def workers_cannot_write(jailed: bool) -> bool:
+    """The run's workers cannot reach the store: in bubblewrap, or as root (they drop to a uid of their own)."""
+    return jailed or getattr(os, "geteuid", lambda: -1)() == 0
+
+
+class Store:
+    """One run's view of the store: `folder` holds this kit fingerprint's files."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.loaded: set[tuple[str, int]] = set()
+
+    @classmethod
+    def here(cls, jailed: bool) -> Store | None:
+        """The store for a run (None: switched off, or the run's workers could write it)."""
+        base = cache_root()
+        if base is None or not workers_cannot_write(jailed):
+            return None
+        return cls(base / "expected" / fingerprint())
+
+    def load(self, references, problems, seed: int) -> None:
+        """Put into `references` the CPU part of each problem's values found on disk (a missing, foreign or
+        unreadable file is skipped: the run computes that problem's values itself)."""
+        if not _private(self.folder.parent.parent) or not _private(self.folder):
+            return
+        for p in problems:
+            if references.has(p.id, seed):
+                continue
+            values = read(self.folder / _name(p.id, seed))
+            if isinstance(values, dict):
+                references.put(p.id, seed, values)
+                self.loaded.add((p.id, seed))
+
+    def forget(self, references, plan) -> None:
+        """Drop a loaded part that lacks a case of the plan (a plan drawn otherwise than the stored one was: never
+        expected, since the fingerprint covers the code that draws it); the run computes it again."""
+        for pid, seed in list(self.loaded):
+            cases = plan.cpu.get(pid, {})
+            values = references.part_if_any(pid, seed)
+            if values is None or any(c.reference and k not in values for k, c in cases.items()):
+                references.drop(pid, seed)
+                self.loaded.discard((pid, seed))
+
+    def save(self, references, problems, seed: int) -> None:
+        """Write the CPU part of each problem's values that this run computed (best effort: a full disk, a
+        read-only home or a value the store cannot keep leaves the run as it is)."""
+        todo = [p for p in problems if (p.id, seed) not in self.loaded and references.part_if_any(p.id, seed)]
+        if not todo or not _make_private(self.folder):
+            return
+        for p in todo:
+            try:
+                write(self.folder / _name(p.id, seed), references.part_if_any(p.id, seed))
+            except (OSError, Unstorable):
+                continue
+
+
+def _name(pid: str, seed: int) -> str:
+    return f"{pid}-{seed}.bin"
+
+
+def _private(folder: Path) -> bool:
+    """A real folder (no link) of this uid that no one else may write or read."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
+
+
+def _make_private(folder: Path) -> bool:
+    """Create the store's folders (0700) where missing; a new fingerprint's folder replaces the others. False
+    where the folders exist but are not private (someone else's, or open to others): the store is then unused."""
+    base = folder.parent.parent
+    try:
+        fresh = not folder.is_dir()
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for d in (base / "expected", folder):
+            d.mkdir(mode=0o700, exist_ok=True)
+        if not all(_private(d) for d in (base, base / "expected", folder)):
+            return False
+        if fresh:
+            for other in (base / "expected").iterdir():
+                if other.name != folder.name and other.is_dir() and not other.is_symlink():
+                    shutil.rmtree(other, ignore_errors=True)
+    except OSError:
+        return False
+    return True
+
+
+def write(path: Path, values) -> None:
+    """Write `values` (plain data and CPU tensors) to `path` at once (a temporary file renamed over it)."""
+    blobs: list[bytes] = []
+    offset = [0]
+
+    def pack(obj):
+        if isinstance(obj, torch.Tensor):
+            t = obj.detach()
+            if t.device.type != "cpu" or t.is_quantized or t.is_sparse or t.layout != torch.strided:
+                raise Unstorable(f"a {t.device.type} {t.layout} tensor")
+            raw = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            at = offset[0]
+            pad = -len(raw) % ALIGN
+            blobs.append(raw + b"\0" * pad)
+            offset[0] += len(raw) + pad
+            return {TENSOR: str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "at": at, "n": len(raw)}
+        if isinstance(obj, dict):
+            return {k: pack(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(pack(v) for v in obj)
+        if obj is None or type(obj) in (bool, int, float, str):
+            return obj
+        raise Unstorable(type(obj).__name__)
+
+    skeleton = pickle.dumps(pack(values), protocol=pickle.HIGHEST_PROTOCOL)
+    head = MAGIC + len(skeleton).to_bytes(8, "little")
+    start = len(head) + len(skeleton)
+    start += -start % ALIGN
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".writing-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(head + skeleton + b"\0" * (start - len(head) - len(skeleton)))
+            for b in blobs:
+                f.write(b)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read(path: Path):
+    """The values in `path`, or None where it is missing, not a private file of this uid, or not one the store
+    wrote. Read whole into memory (a mapping would fault if the file were cut short meanwhile), its tensors views
+    of that one buffer."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077 or not st.st_size:
+                return None
+            data = bytearray(st.st_size)
+            if f.readinto(data) != st.st_size:
+                return None
+        except OSError:
+            return None
+    try:
+        return _decode(data)
+    except Exception:  # noqa: BLE001 - a damaged file is recomputed, whatever it holds
+        return None
+
+
+def _decode(data: bytearray):
+    if data[:len(MAGIC)] != MAGIC:
+        return None
+    size = int.from_bytes(data[len(MAGIC):len(MAGIC) + 8], "little")
+    begin = len(MAGIC) + 8
+    skeleton = PlainUnpickler(io.BytesIO(data[begin:begin + size])).load()
+    start = begin + size
+    start += -start % ALIGN
+    blob = torch.frombuffer(data, dtype=torch.uint8, offset=start) if len(data) > start else None
+
+    def unpack(obj):
+        if isinstance(obj, dict):
+            if TENSOR in obj:
+                dtype, shape, at, n = DTYPES[obj[TENSOR]], obj["shape"], obj["at"], obj["n"]
+                if not n:
+                    return torch.empty(shape, dtype=dtype)
+                return blob[at:at + n].view(dtype).view(shape)
+            return {k: unpack(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(unpack(v) for v in obj)
+        return obj
+
+    return unpack(skeleton)
