@@ -15,7 +15,8 @@ from attnkit.grading import grade
 from attnkit.judge import expected, stored
 from attnkit.judge.expected import References
 from attnkit.report.summary import to_json
-from attnkit.judge.stored import MAGIC, Store, Unstorable, read, write
+from attnkit.judge.stored import Store
+from attnkit.judge.tensorfile import MAGIC, Unstorable, read, write
 from conftest import SANDBOXES, SOLUTIONS, make_impl, snapshot
 
 PROBLEMS = ["numpy_additive_attention", "masked_softmax"]  # two cheap problems
