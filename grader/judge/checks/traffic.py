@@ -83,9 +83,6 @@ def check_traffic(ctx):
     for case in ctx.of("traffic"):
         seen = _seen(ctx, case)
         _data_flow(ctx, case, seen)
-        if seen["unwritten"]:
-            ctx.fail(case, f"what the call returned is not what its kernels stored ({seen['unwritten']}): the "
-                     "kernels must compute the outputs and store each element once")
         if seen.get("restored"):
             ctx.fail(case, f"the kernels stored output elements more than once, each store replacing the last "
                      f"({seen['restored']} elements stored again): where several blocks add to the same element "
@@ -115,16 +112,29 @@ MAX_LAUNCHES = 8
 whose scalar arguments values computed outside the kernels could reach the outputs."""
 
 
+NOT_THEIR_WORK = (
+    ("foreign", lambda s: f"the kernels loaded {s['foreign']:,} elements from memory that is none of the call's inputs "
+     "and that no kernel stored (a tensor the launcher computed)",
+     "the kernels must compute the outputs from the call's inputs themselves"),
+    ("tampered", lambda s: f"the launcher changed memory before a launch (kernel argument `{s['tampered']}`): an input "
+     "of the call, or what an earlier kernel stored", "the kernels must read the call's inputs as given, and what the "
+     "kernels stored must reach the outputs unchanged"),
+    ("unwritten", lambda s: f"what the call returned is not what its kernels stored ({s['unwritten']})",
+     "the kernels must compute the outputs and store each element once"),
+)
+"""The ways a call's outputs are not its kernels' work, each said once: (the counts' field, the fact, what to do).
+The traffic check says both; every other check's values then do not count, and it says the facts (_vouch)."""
+
+
+def _not_their_work(seen) -> list[tuple[str, str]]:
+    return [(fact(seen), advice) for name, fact, advice in NOT_THEIR_WORK if seen.get(name)]
+
+
 def _data_flow(ctx, case, seen) -> None:
-    """What the kernels compute from must be the call's inputs as given: no load from other memory (what the launcher
-    computed, in torch), no input changed before a launch, no bulk values in the launches' arguments, few launches."""
-    if seen.get("foreign"):
-        ctx.fail(case, f"the kernels loaded {seen['foreign']:,} elements from memory that is none of the call's inputs "
-                 "(a tensor the launcher computed): the kernels must compute the outputs from q, k and v themselves")
-    if seen.get("tampered"):
-        ctx.fail(case, f"the launcher changed memory before a launch (kernel argument `{seen['tampered']}`): an "
-                 "input of the call, or what an earlier kernel stored; the kernels must read the call's inputs as "
-                 "given, and what the kernels stored must reach the outputs unchanged")
+    """What the kernels compute from must be the call's inputs as given, and what comes back what they stored
+    (NOT_THEIR_WORK); no bulk values in the launches' arguments; few launches."""
+    for fact, advice in _not_their_work(seen):
+        ctx.fail(case, f"{fact}: {advice}")
     if seen.get("smuggled"):
         ctx.fail(case, f"a launch passed a tuple or list (kernel argument `{seen['smuggled']}`): the kernels take "
                  "tensors and scalars only")
@@ -134,18 +144,14 @@ def _data_flow(ctx, case, seen) -> None:
 
 
 def _vouch(ctx, case) -> None:
-    """Any check's values count only where the outputs are the kernels' work: what the call returned is what they
-    stored, from the call's inputs as given (the counts of every call say so)."""
+    """Any check's values count only where the outputs are the kernels' work (NOT_THEIR_WORK, from the counts of
+    every call)."""
     seen = ctx.result(case).extra.get("traffic")
     if not seen or case.must_raise:
         return
-    why = [w for w in (seen.get("unwritten") and f"what came back is not what the kernels stored ({seen['unwritten']})",
-                       seen.get("foreign") and f"the kernels loaded {seen['foreign']:,} elements that neither the "
-                       "call's inputs nor its kernels produced",
-                       seen.get("tampered") and f"the launcher changed memory before a launch (kernel argument "
-                       f"`{seen['tampered']}`)") if w]
-    if why:
-        ctx.fail(case, "; ".join(why) + ": the outputs are not the kernels' work, so their values cannot count")
+    facts = [fact for fact, _ in _not_their_work(seen)]
+    if facts:
+        ctx.fail(case, "; ".join(facts) + ": the outputs are not the kernels' work, so their values cannot count")
 
 
 def trusted(ctx, case) -> None:
