@@ -21,6 +21,7 @@ SAMPLE = 5  # mutants per problem in CI, drawn with the seed below
 @pytest.mark.parametrize("problem", all_problems(), ids=lambda p: p.id)
 def test_a_seeded_sample_of_mutants_is_killed_or_listed(problem):
     result = run([problem], DEFAULT_SEED, sample=SAMPLE, sample_seed=2026)[problem.id]
+    assert "reference_fails" not in result, "the harness fails the unmutated reference: every mutant would be killed"
     assert result["mutants"] == min(SAMPLE, len(mutants(problem)))
     assert result["survivors"] == [], "mutants that no check kills (strengthen a check, or list them with the reason)"
     assert result["stale"] == []
@@ -64,3 +65,16 @@ def test_a_wrong_reference_line_is_killed():
     problem = get("scaled_dot_product_attention")
     scale = next(m for m in mutants(problem) if "d**0.5" in m.key and "d**1.5" in m.key)
     assert kill(problem, scale, Plan.draw([problem], DEFAULT_SEED), References()) is not None
+
+
+def test_a_harness_that_fails_the_reference_grades_no_mutant(monkeypatch):
+    """Were the reference itself failed (a harness that cannot import or run it, as Triton's kernels once were), every
+    mutant would count as killed: the run says so instead, and grades none."""
+    import attnkit.dev.mutants as module
+
+    problem = get("masked_softmax")
+    monkeypatch.setattr(module, "_answers", lambda cases, target: {k: {"ok": False, "error": {
+        "type": "RuntimeError", "text": "0 active drivers", "message": "0 active drivers", "value_error": False}}
+        for k in cases})
+    result = module.run([problem], DEFAULT_SEED, sample=3)[problem.id]
+    assert result["reference_fails"] and result["mutants"] == 0 and result["killed"] == 0

@@ -18,7 +18,7 @@ import json
 import os
 import random
 import signal
-import types
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +29,7 @@ from ..judge.context import Context, Failed
 from .. import solution_path
 from ..judge.expected import References
 from ..judge.plan import Plan
-from ..judge.reference import reference
+from ..judge.reference import reference_like
 from ..run.harness import execute
 from ..run.hooks import outside
 from ..judge.registry import grader_groups
@@ -97,20 +97,21 @@ def kill(problem, mutant: Mutant, plan: Plan, references: References) -> str | N
     """The id of the first check that fails the mutant (with why, for a crash), or None if it survives: judged on the
     plan's cases of the problem (its CPU part), against the reference's values kept in `references` (computed once
     for all the mutants of a problem)."""
-    reference(problem)  # registers the reference package, whose siblings the mutant imports
-    module = types.ModuleType(f"attnkit_reference._mutant_{problem.id}")
-    module.__package__ = "attnkit_reference"
-    try:
-        exec(compile(mutant.source, f"<mutant {mutant.key}>", "exec"), module.__dict__)
-        target = getattr(module, problem.symbol)
-    except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is killed
-        return f"load ({type(exc).__name__})"
-    cases = plan.cases(problem)
-    refs = references.of(plan, problem)
-    got = _answers(cases, target)
-    if got is None:
-        return "timeout"
-    ctx = Context(problem, cases, got, refs, None, plan.seed)
+    with tempfile.TemporaryDirectory(prefix="attnkit-mutant-") as tmp:
+        path = Path(tmp) / f"{problem.id}.py"  # a file of its own: the on-chip check compiles the kernels from it
+        path.write_text(mutant.source)
+        try:  # imported as the reference is (Triton's kernels interpreted), its source readable (triton.jit reads it)
+            target = getattr(reference_like(problem, mutant.source, str(path), f"_mutant_{problem.id}"), problem.symbol)
+        except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is killed
+            return f"load ({type(exc).__name__})"
+        got = _answers(plan.cases(problem), target)
+        if got is None:
+            return "timeout"
+        return _first_failing(problem, plan, got, references)
+
+
+def _first_failing(problem, plan: Plan, got: dict, references: References) -> str | None:
+    ctx = Context(problem, plan.cases(problem), got, references.of(plan, problem), None, plan.seed)
     for cid in problem.points:
         check = CHECKS[cid]
         if check.needs_cuda or check.answer is not None:
@@ -157,7 +158,9 @@ def _answers(plan, target) -> dict | None:
 
 def run(problems, seed: int, sample: int | None = None, sample_seed: int = 0, progress=None,
         references: References | None = None) -> dict:
-    """{problem: {"mutants": N, "killed": K, "equivalent": E, "survivors": [key, ...], "stale": [key, ...]}}.
+    """{problem: {"mutants": N, "killed": K, "equivalent": E, "survivors": [key, ...], "stale": [key, ...]}}, and
+    "reference_fails": the check that fails the unmutated reference where one does (then no mutant is graded: each
+    would be "killed" by the harness, not by the checks).
 
     "stale": listed as equivalent, but no longer a mutant of the reference, or killed by a check after all.
     With `sample`, only that many mutants per problem (drawn with `sample_seed`) are graded. The problems' cases are
@@ -167,6 +170,12 @@ def run(problems, seed: int, sample: int | None = None, sample_seed: int = 0, pr
     references = references if references is not None else References()
     out = {}
     for problem in problems:
+        unmutated = Mutant(problem.id, "unmutated", solution_path(problem.id).read_text())
+        broken = kill(problem, unmutated, plan, references)  # a harness that fails the reference kills every mutant
+        if broken:
+            out[problem.id] = {"mutants": 0, "killed": 0, "equivalent": 0, "survivors": [], "stale": [],
+                               "reference_fails": broken}
+            continue
         every = mutants(problem)
         keys = {m.key for m in every}
         chosen = every if sample is None else random.Random(f"{sample_seed}/{problem.id}").sample(every, min(sample, len(every)))

@@ -17,18 +17,15 @@ Where neither names one, the check says so, with what the results show, rather t
 from __future__ import annotations
 
 import functools
-import linecache
-import types
 import warnings
 
 import torch
 
 from ..judge.checks import CHECKS
-from ..judge.registry import check_cases, general_cases, problem_hooks
-from ..run.hooks import importing
+from ..judge.registry import check_cases, general_cases
 from ..judge.compare import tolerance, usage
 from .. import solution_path
-from ..judge.reference import reference
+from ..judge.reference import reference_like
 from ..run.answer import Answer
 from ..run.harness import execute
 from ..model.i18n import word
@@ -48,14 +45,9 @@ def _variant_module(pid: str, mid: str, dependency: str | None):
     """The mistaken reference's module, built once per process: a pure function of the reference's source."""
     problem = get(pid, "en")
     mistake = next(m for m in get(dependency or pid, "en").mistakes if m.id == mid)
-    reference(problem)  # registers the reference package, whose siblings the variant imports
     source = solution_path(pid).read_text()
-    module = types.ModuleType(f"attnkit_reference._mistake_{pid}_{dependency}_{mid}")
-    module.__package__ = "attnkit_reference"
-    text, name = source if dependency else apply(source, mistake), f"<attnkit mistake {pid}:{mid}>"
-    linecache.cache[name] = (len(text), None, text.splitlines(True), name)  # inspect reads it (triton.jit does)
-    with importing(problem_hooks(get(dependency or pid, "en"))):
-        exec(compile(text, name, "exec"), module.__dict__)
+    module = reference_like(problem, source if dependency else apply(source, mistake), f"<attnkit mistake {pid}:{mid}>",
+                            f"_mistake_{pid}_{dependency}_{mid}", hooks_of=get(dependency or pid, "en"))
     if dependency:  # the module's own code, calling the dependency's mistaken version
         dep = get(dependency, "en")
         setattr(module, dep.symbol, getattr(_variant_module(dependency, mid, None), dep.symbol))

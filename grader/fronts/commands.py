@@ -259,6 +259,9 @@ def _mutants(request: DevRequest) -> int:
     start = time.monotonic()
     results = run(problems, DEFAULT_SEED, request.sample, request.seed)
     for pid, r in results.items():
+        if r.get("reference_fails"):
+            print(f"{pid}: the unmutated reference fails ({r['reference_fails']}): its mutants would prove nothing")
+            continue
         live = r["mutants"] - r["equivalent"]
         print(f"{pid}: killed {r['killed']}/{live} non-equivalent mutants ({r['equivalent']} equivalent, listed)")
         for key in r["survivors"]:
@@ -270,4 +273,4 @@ def _mutants(request: DevRequest) -> int:
         from ..files import atomic_write
 
         atomic_write(out, json.dumps(results, indent=2) + "\n")
-    return 1 if any(r["survivors"] or r["stale"] for r in results.values()) else 0
+    return 1 if any(r["survivors"] or r["stale"] or r.get("reference_fails") for r in results.values()) else 0
