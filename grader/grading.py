@@ -28,6 +28,7 @@ from .run.pool import Pool
 from .errors import BadInput
 from .problems import all_problems, available, get, unavailable
 from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
+from .model.i18n import word
 
 
 
@@ -266,8 +267,7 @@ def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=
         else:
             checks.append(_run_check(check, ctx, points, learner_ran))
     failing = [c for c in checks if c.status == Verdict.FAILED and CHECKS[c.id].diagnose] if not not_started else []
-    if failing:
-        _name_mistakes(problem, ctx, failing)
+    unexplained = _name_mistakes(problem, ctx, failing) if failing else []
     ran = [c for c in checks if c.status not in (Verdict.SKIPPED, Verdict.ERROR)]
     score, max_score = sum(c.score for c in ran), sum(c.max_score for c in ran)
     status = Status.NOT_STARTED if not_started else Status.PASSED if all(c.status == Verdict.PASSED for c in ran) \
@@ -276,7 +276,7 @@ def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=
         status = Status.FAILED  # nothing the learner did is wrong, but the problem was not fully graded
     uses = [Use(f.capability.value, f.file, f.line, f.what, refused(problem, f)) for f in findings]
     result = ProblemResult(problem.id, problem.title, status, score, max_score, checks, uses,
-                           trouble=_trouble(worker, bool(not_started), checks))
+                           trouble=_trouble(worker, bool(not_started), checks), unexplained=unexplained)
     if failing and probe is not None:  # after the verdict, which nothing here changes
         result.departure = _departure(problem, ctx, probe)  # said once per problem (report/feedback.py)
     return result
@@ -315,7 +315,10 @@ def _trouble(worker, not_started: bool, checks) -> str | None:
     return None
 
 
-def _name_mistakes(problem, ctx, failing) -> None:
+def _name_mistakes(problem, ctx, failing) -> list[str]:
+    """Each failing check's mistake (CheckResult.mistake), where one explains it; for the checks none explains, the
+    problem's one note (ProblemResult.unexplained): that none does, and what the results show. Both are said once
+    per problem by the reports (report/feedback.py)."""
     from .diagnose.diagnose import describe, diagnose
     from .diagnose.symptoms import evidence  # each check's own (judge/registry.Check.evidence), joined
 
@@ -323,19 +326,16 @@ def _name_mistakes(problem, ctx, failing) -> None:
         named = diagnose(problem, ctx, failing)
     except Exception:  # noqa: BLE001 - a diagnosis bug must never change a grade
         tail = traceback.format_exc().strip().splitlines()[-1]
-        for c in failing:
-            c.message += f"\n(the mistake diagnosis failed internally: {tail}; please report it)"
-        return
+        return [f"(the mistake diagnosis failed internally: {tail}; please report it)"]
+    for c in failing:
+        c.mistake = named.get(c.id)
+    if all(c.mistake is not None for c in failing):
+        return []
     try:  # the evidence is said where no mistake is named: its own failure must not cost the names found
-        seen = evidence(problem, ctx) if None in named.values() else []
+        seen = evidence(problem, ctx)
     except Exception:  # noqa: BLE001
         seen = [f"(the evidence could not be read: {traceback.format_exc().strip().splitlines()[-1]}; please report it)"]
-    for c in failing:  # a named mistake's block is shown once per problem by the reports (report/feedback.py)
-        c.mistake = named.get(c.id)
-        if c.mistake is None:
-            c.message += "\n" + describe(problem, None)
-            if seen:
-                c.message += "\nWhat the results show: " + "; ".join(seen) + "."
+    return [describe(problem, None)] + ([f"{word('shows', problem.lang)}: " + "; ".join(seen) + "."] if seen else [])
 
 
 def _evidence(ctx, case) -> dict | None:

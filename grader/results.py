@@ -69,6 +69,7 @@ class ProblemResult:
     uses: list[Use] = field(default_factory=list)
     trouble: str | None = None  # one of TROUBLES, set by the grader where it knows it (grading.py); never from a message
     departure: list[str] = field(default_factory=list)  # where the computation first departs (diagnose/trace.py)
+    unexplained: list[str] = field(default_factory=list)  # failing checks no mistake explains: what the results show
 
 
 class Trouble(Word):

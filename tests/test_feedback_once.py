@@ -121,3 +121,31 @@ def test_a_grading_run_does_not_import_what_only_test_functions_need(tmp_path):
     assert "hypothesis.core" in imported(str(tmp_path))
     assert "hypothesis.core" not in imported("--attnkit-impl", str(SOLUTIONS), "--attnkit-problems", "masked_softmax",
                                              "-k", "shapes")
+
+
+@pytest.fixture(scope="module")
+def unexplained(tmp_path_factory):
+    """A mistake no catalogue lists (the scale off by 1e-3), failing several checks of one problem."""
+    pid = "scaled_dot_product_attention"
+    source = (SOLUTIONS / f"{pid}.py").read_text().replace("/ d**0.5", "/ (d**0.5 + 1e-3)")
+    impl = make_impl(tmp_path_factory.mktemp("unexplained") / "impl", {f"{pid}.py": source})
+    return grade(impl, [pid], sandbox=False)
+
+
+def test_what_the_results_show_is_said_once_for_the_checks_no_mistake_explains(unexplained):
+    from attnkit.report.summary import to_json
+
+    report, unexplained = unexplained, unexplained.problems[0]
+    failing = [c for c in unexplained.checks if c.status == "failed"]
+    assert len(failing) >= 2 and all(c.mistake is None for c in failing)  # else this tests nothing
+    nothing = "No catalogued mistake reproduces these results"
+    assert unexplained.unexplained and nothing in unexplained.unexplained[0]
+    assert not any(nothing in c.message for c in failing)  # not in each check's own message
+    text = failures(report)
+    assert text.count(nothing) == 1 and text.count("Failing checks no catalogued mistake explains") == 1
+    assert text.index(nothing) < min(text.index(f"::{c.id}\n") for c in failing)
+    first, *others = [for_check(unexplained, c) for c in failing]
+    assert nothing in first and all(nothing not in o and f"under {unexplained.id}::{failing[0].id}, above" in o
+                                    for o in others)
+    assert to_json(report)["problems"][0]["unexplained"] == unexplained.unexplained
+

@@ -242,3 +242,34 @@ def test_a_lane_wider_than_the_tensor_s_elements_counts_as_several():
     with interpreting(), watching([x]) as watch:
         module.pairs[(1,)](x, y, 32, B=16)
     assert torch.equal(x, y) and (watch.loaded, watch.stored, watch.outside) == (32, 32, 0)
+
+
+@pytest.mark.parametrize("warps, refused", [(None, None), (2, None), (3, "num_warps=3"), (2.0, "num_warps as float")])
+def test_launch_options_are_triton_s_to_judge(tmp_path, warps, refused):
+    """num_warps=None is Triton's default (4), as on a GPU; a value Triton refuses is the learner's error, said in
+    Triton's terms, never the grader's failure (a mutant passing None once made the grader fail)."""
+    from attnkit.run.kernel_compile import LearnerCompileError, compile_launches
+
+    path = tmp_path / "copy.py"
+    path.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef copy(X, Y, N, B: tl.constexpr):\n"
+                    "    offs = tl.arange(0, B)\n    tl.store(Y + offs, tl.load(X + offs, mask=offs < N), mask=offs < N)\n")
+    module = _module(path, "tfab_copy")
+    x, y = torch.arange(16, dtype=torch.float32), torch.zeros(16)
+    with interpreting(), watching([x]) as watch:
+        module.copy[(1,)](x, y, 16, B=16, num_warps=warps)
+    assert torch.equal(x, y)
+    if refused is None:
+        (name, shared, regs, spill, used), = compile_launches(watch.launches, (80,))[80]
+        assert name == "copy" and used == (4 if warps is None else warps)
+    else:
+        with pytest.raises(LearnerCompileError, match=refused):
+            compile_launches(watch.launches, (80,))
+
+
+def test_a_float32_buffer_returned_as_it_is_fails_the_half_precision_call(tmp_path):
+    """dQ accumulated in float32 (atomics) and returned without the conversion to q's dtype: right in float32 and
+    float64, wrong for the float16 call, the one that runs in half precision (a mutant of the reference once
+    survived every check)."""
+    failing, _ = _red_team(tmp_path, _patched(("return dq.to(q.dtype), dk, dv", "return dq, dk, dv")))
+    assert set(failing) == {"onchip"}, failing
+    assert "returned dq as float32 for float16 inputs; the contract: float16" in failing["onchip"].message

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .scenarios import Case, base_call, cast, draw_configs, generator, make_mask, output_shapes
+from .scenarios import Case, base_call, cast, draw_configs, generator, make_mask, output_shapes, same_value
 from ..masks import rule
 from ..model.spec import Problem
 
@@ -30,6 +30,15 @@ def with_args(problem, call: dict, overrides: dict) -> dict:
         at = problem.arg_names.index(name)
         args += [problem.call_defaults[n] for n in problem.arg_names[len(args):at + 1]]
         args[at] = value
+    return dict(call, args=args)
+
+
+def defaults_left_out(problem, call: dict) -> dict:
+    """The call with its last arguments left out while they equal the signature's defaults (is_causal=False, the
+    default block sizes): the learner's own defaults then answer, and are tested with the rest."""
+    args, names = list(call["args"]), problem.arg_names
+    while args and len(args) <= len(names) and same_value(args[-1], problem.call_defaults.get(names[len(args) - 1], ...)):
+        args.pop()
     return dict(call, args=args)
 
 

@@ -92,7 +92,7 @@ def base_call(problem, cfg, variant, gen, lens, *, dtype="float64", grad=False) 
     args = problem.inputs(cfg, gen) + ([] if problem.mask_role is None else [lens]) + list(problem.trailing(cfg))
     at = problem.mask_index
     if at is not None and rule(problem).omit_default and len(args) == at + 1 \
-            and _same_value(lens, problem.call_defaults.get(problem.arg_names[at], ...)):
+            and same_value(lens, problem.call_defaults.get(problem.arg_names[at], ...)):
         args = args[:-1]  # left to its default where the rule says so, so that the default is tested too
     call = {
         "ctor": problem.ctor_call(cfg, variant) if problem.is_module else None,
@@ -117,7 +117,7 @@ def base_call(problem, cfg, variant, gen, lens, *, dtype="float64", grad=False) 
     return cast(call, dtype)
 
 
-def _same_value(a, b) -> bool:
+def same_value(a, b) -> bool:
     return not isinstance(a, torch.Tensor) and type(a) is type(b) and a == b
 
 

@@ -1,6 +1,8 @@
 """Spec: FlashAttention's forward pass as a Triton kernel, graded through Triton's interpreter on any machine."""
 import math
 
+import torch
+
 from ..model.roles import Arg, Out
 from ..model.spec import Method, Mistake, Problem
 from ._common import LLM_BANNED, amplify_qk, lead_fit, lead_inputs, negative_qk
@@ -214,7 +216,9 @@ PROBLEM = Problem(
                                                                                           ()))},
         "oracle": {"call": _oracle},
         "onchip": {"call": lambda cfg: ({"B": 1, "H": 2, "Tq": 256, "Tk": 256, "dq": 64, "dk": 64, "dv": 64, "d": 64},
-                                        {"BLOCK_M": 64, "BLOCK_N": 64}, "float16")},
+                                        {"BLOCK_M": 64, "BLOCK_N": 64}, "float16"),
+                   "dtypes": lambda args: (args[0].dtype, torch.float64 if args[0].dtype == torch.float64
+                                           else torch.float32)},
     },
     mistakes=MISTAKES,
     banned=LLM_BANNED,

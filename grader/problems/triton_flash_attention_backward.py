@@ -290,7 +290,8 @@ PROBLEM = Problem(
         "oracle": {"call": _oracle},
         # the backward's usual tiles (FlashAttention-2): 32 queries per step against a program's 64 keys
         "onchip": {"call": lambda cfg: ({"B": 1, "H": 2, "Tq": 256, "Tk": 256, "dq": 64, "dk": 64, "dv": 64, "d": 64},
-                                        {"BLOCK_M": 32, "BLOCK_N": 64}, "float16")},
+                                        {"BLOCK_M": 32, "BLOCK_N": 64}, "float16"),
+                   "dtypes": lambda args: (args[0].dtype, args[1].dtype, args[2].dtype)},
     },
     mistakes=MISTAKES,
     banned=tuple(dict.fromkeys(LLM_BANNED + ATTENTION_BACKWARD.banned)),

@@ -29,16 +29,14 @@ def block(pid: str, mistake: str) -> str:
 
 def groups(problem, shown=None) -> list[tuple[str | None, list]]:
     """[(mistake id or None, [failing checks])]: each named mistake once, in the order of the first check it
-    explains; the checks no mistake explains each in a group of their own (None). `shown`: the ids of the checks
-    the reader sees (pytest's selection), None for all."""
+    explains; the checks no mistake explains in one group (None), whose note is the problem's `unexplained`. `shown`:
+    the ids of the checks the reader sees (pytest's selection), None for all."""
     out: list[tuple[str | None, list]] = []
-    named: dict[str, list] = {}
+    named: dict[str | None, list] = {}
     for c in problem.checks:
         if c.status not in FAILING or (shown is not None and c.id not in shown):
             continue
-        if c.mistake is None:
-            out.append((None, [c]))
-        elif c.mistake in named:
+        if c.mistake in named:
             named[c.mistake].append(c)
         else:
             named[c.mistake] = [c]
@@ -56,9 +54,16 @@ def problem_text(problem, max_lines: int | None = 12) -> str:
     """A failing problem's feedback as plain text: each mistake's block once, then the checks it explains."""
     out = [*_indent("\n".join(problem.departure), "  ", None)] if getattr(problem, "departure", None) else []
     for mistake, checks in groups(problem):
-        if mistake is None:
-            c = checks[0]
-            out += [f"{problem.id}::{c.id}", *_indent(c.message, "    ", max_lines)]
+        note = getattr(problem, "unexplained", None) if mistake is None else None
+        if mistake is None and not (note and len(checks) > 1):  # a lone check: its message, then the note
+            for c in checks:
+                out += [f"{problem.id}::{c.id}", *_indent(c.message, "    ", max_lines)]
+            out += _indent("\n".join(note or []), "    ", None)
+            continue
+        if mistake is None:  # several checks that no mistake explains: the note once, then each check's message
+            out += [f"{problem.id}: {word('unexplained', ambient(), checks=', '.join(c.id for c in checks))}",
+                    *_indent("\n".join(note), "  ", None)]
+            out += [line for c in checks for line in (f"  {problem.id}::{c.id}", *_indent(c.message, "      ", max_lines))]
             continue
         names = ", ".join(c.id for c in checks)
         out += [f"{problem.id}: {names}", *_indent(block(problem.id, mistake), "  ", None),
@@ -73,8 +78,16 @@ def for_check(problem, check, shown=None) -> str:
     its own message; the mistake's block under the first check it explains, naming the others; a pointer back
     to that check under the others."""
     text = check.message + _departure(problem, check, shown)
-    if check.mistake is None or check.status not in FAILING:
+    if check.status not in FAILING:
         return text
+    if check.mistake is None:  # the problem's note where no mistake explains it: once, under the first such check
+        note = getattr(problem, "unexplained", None)
+        first = next((cs[0] for m, cs in groups(problem, shown) if m is None), check)
+        if not note:
+            return text
+        if first.id != check.id:
+            return f"{text}\n" + word("same_note", ambient(), where=f"{problem.id}::{first.id}")
+        return text + "\n" + "\n".join(note)
     checks = next((cs for m, cs in groups(problem, shown) if m == check.mistake), [check])
     first = checks[0]
     if first.id != check.id:

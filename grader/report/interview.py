@@ -139,6 +139,9 @@ def _problem(p) -> list:
     for mistake, checks in groups(p):
         if mistake is not None:
             out += [Para([Strong(mistake), f" explains {', '.join(c.id for c in checks)}:"]), Fence(block(p.id, mistake))]
+        elif p.unexplained:
+            out += [Para(f"No catalogued mistake explains {', '.join(c.id for c in checks)}:"),
+                    Fence("\n".join(p.unexplained))]
         for c in checks:
             out += [Para(Strong(c.id)), Fence(c.message)]
     return out

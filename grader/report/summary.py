@@ -91,6 +91,7 @@ def to_json(report: Report) -> dict:
                 "uses": [{"capability": u.capability, "file": u.file, "line": u.line, "what": u.what,
                           "refused": u.refused} for u in p.uses],
                 **({"departure": p.departure} if p.departure else {}),
+                **({"unexplained": p.unexplained} if p.unexplained else {}),
             }
             for p in report.problems
         ],

@@ -17,6 +17,17 @@ class LearnerCompileError(Exception):
     """Triton refused to compile the learner's kernel (its own message): the learner's failure, not the grader's."""
 
 
+def _option(options: dict, name: str, default: int) -> int:
+    """A launch option as Triton reads it: absent or None, its default; an int, for the compiler to accept or refuse;
+    anything else the learner's error (a GPU launch would fail)."""
+    value = options.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LearnerCompileError(f"the launch passed {name} as {type(value).__name__[:40]}: Triton takes an int")
+    return value
+
+
 def compile_launches(launches: list, arches: tuple, timeout: float = 120.0) -> dict:
     """Each distinct launch's kernel compiled for each CUDA arch (80: sm_80, 90: sm_90) without a GPU, as the launch
     specialised it: {arch: [(kernel name, shared bytes, registers per thread, spilled bytes, warps)]}.
@@ -36,7 +47,7 @@ def compile_launches(launches: list, arches: tuple, timeout: float = 120.0) -> d
         args = {name: _describe(name, fn.__name__, value) for name, value in launch.args.items()}
         job = {"path": fn.__code__.co_filename, "kernel": fn.__name__, "args": args, "module": fn.__module__,
                "fingerprint": _fingerprint(fn.__globals__),
-               "warps": int(launch.options.get("num_warps", 4)), "stages": int(launch.options.get("num_stages", 3))}
+               "warps": _option(launch.options, "num_warps", 4), "stages": _option(launch.options, "num_stages", 3)}
         key = json.dumps(job, sort_keys=True)
         if key not in seen:
             seen.add(key)
@@ -222,6 +233,9 @@ for job in request["jobs"]:
         except CompilationError as exc:
             lines = [l for l in str(exc).strip().splitlines() if l.strip()]
             give({"refused": f"`{name}` does not compile for sm_{arch}: {lines[-1] if lines else 'no message'}"})
+        except AssertionError as exc:  # Triton's own checks (num_warps a power of two, ...)
+            give({"refused": f"Triton refuses to compile `{name}` with num_warps={job['warps']}, num_stages="
+                             f"{job['stages']}: {str(exc)[:200] or 'an assertion of its own failed'}"})
         except OSError as exc:
             if exc.errno != 27:  # EFBIG: a file over the worker's output limit
                 raise

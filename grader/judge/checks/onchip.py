@@ -26,10 +26,13 @@ MAX_PER_THREAD = 255
 
 @dataclass(frozen=True)
 class OnchipOptions:
-    """`call(cfg)` -> (dims, {argument: value}, dtype): the compiled call; `arches`: the CUDA archs (80: sm_80)."""
+    """`call(cfg)` -> (dims, {argument: value}, dtype): the compiled call; `arches`: the CUDA archs (80: sm_80);
+    `dtypes(args)` -> each output's dtype as the contract gives it for the call's arguments: that call is the one in
+    half precision, where a float32 working buffer returned as it is goes wrong."""
 
     call: Callable
     arches: tuple = (80, 90)
+    dtypes: Callable | None = None
 
 
 def group_onchip(problem, seed):
@@ -55,6 +58,7 @@ def check_onchip(ctx):
             ctx.fail(case, f"Triton could not compile the kernels for a GPU: {seen['error']}")
         if not seen["launches"]:
             ctx.fail(case, "no Triton kernel was launched: there is nothing to compile")
+        _dtypes(ctx, case)
         for arch in arches:
             shared, regs = seen[f"shared_{arch}"], seen[f"regs_{arch}"]
             threads = 32 * seen[f"warps_{arch}"]
@@ -75,6 +79,20 @@ def check_onchip(ctx):
                          f"{REGISTERS:,}")
 
 
+def _dtypes(ctx, case) -> None:
+    """The call's outputs in the contract's dtypes (a float16 call: float32 buffers converted back where due)."""
+    rule = options(ctx.problem, "onchip").dtypes
+    if rule is None:
+        return
+    # their dtypes only, unvouched: the contract lets a float32 atomics buffer be converted to the inputs' dtype, a
+    # copy no kernel stored (in float32 the conversion returns the buffer itself, which the other checks' calls use)
+    for name, got, want in zip(ctx.problem.outputs, ctx.raw_outputs(case), rule(case.call["args"])):
+        if got.dtype != want:
+            ctx.fail(case, f"returned {name} as {str(got.dtype).removeprefix('torch.')} for "
+                     f"{str(case.call['args'][0].dtype).removeprefix('torch.')} inputs; the contract: "
+                     f"{str(want).removeprefix('torch.')} (convert a float32 working buffer to it before returning)")
+
+
 def _unavailable(jailed: bool) -> str | None:
     from ...run.hooks import HOOKS
 
@@ -87,8 +105,8 @@ def _contract(problem, opts):
     return [f"Compiled for {', '.join(f'sm_{a}' for a in opts.arches)} without a GPU (the kernels one {dtype} call "
             f"launches, {call}), the kernels' shared memory per "
             f"block and registers fit each arch ({', '.join(f'sm_{a}: {SHARED[a]:,} bytes' for a in opts.arches)}; "
-            f"at most {MAX_PER_THREAD} registers per thread and {REGISTERS:,} per block, none spilled to local memory).",
-            ""]
+            f"at most {MAX_PER_THREAD} registers per thread and {REGISTERS:,} per block, none spilled to local memory)"
+            + ("; that call's outputs come back in the dtypes the table gives" if opts.dtypes else "") + ".", ""]
 
 
 register(Check("onchip", "fits the on-chip budget of sm_80 and sm_90 (compiled without a GPU)", {"onchip": group_onchip},

@@ -17,7 +17,7 @@ from ..compare import tolerance
 from ..context import compare_all
 from ..registry import Check, options, register
 from ..scan import refused
-from ...draw.groups import case_key, each_case, with_args
+from ...draw.groups import case_key, defaults_left_out, each_case, with_args
 from ...draw.scenarios import Case, base_call, make_mask, mask_kinds
 
 
@@ -58,7 +58,7 @@ def group_traffic(problem, seed):
                 g = gen("traffic", di, kind)
                 call = base_call(problem, fitted, variant, g, make_mask(problem, kind, fitted, g), dtype="float32")
                 for i, overrides in enumerate(opts.calls(fitted)):
-                    measured = with_args(problem, call, {**overrides, **given})
+                    measured = defaults_left_out(problem, with_args(problem, call, {**overrides, **given}))
                     args = measured["args"] + [problem.call_defaults[n]
                                                for n in problem.arg_names[len(measured["args"]):]]
                     bound = opts.io(fitted, args)
