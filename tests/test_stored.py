@@ -167,6 +167,18 @@ def test_a_damaged_or_incomplete_file_is_computed_again(cache, computed):
     assert _graded() == first and computed == ["masked_softmax"]
 
 
+def test_a_write_cut_short_is_removed_once_old(cache, computed):
+    _graded()
+    folder = _files(cache)[0].parent
+    old, new = folder / ".writing-old", folder / ".writing-new"
+    for f in (old, new):
+        f.write_bytes(b"half a file")
+    os.utime(old, (0, 0))
+    (folder / "masked_softmax-7.bin").unlink()  # something to save, so that the next run opens the folder
+    _graded()
+    assert not old.exists() and new.exists()
+
+
 def test_a_new_kit_fingerprint_replaces_the_old_folder(cache, monkeypatch):
     _graded()
     old = _files(cache)[0].parent

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import time
 from pathlib import Path
 
 from ..defaults import cache_root
@@ -107,6 +108,9 @@ def _make_private(folder: Path) -> bool:
             for other in (base / "expected").iterdir():
                 if other.name != folder.name and other.is_dir() and not other.is_symlink():
                     shutil.rmtree(other, ignore_errors=True)
+        for left in folder.glob(".writing-*"):  # a write cut short (the process killed) an hour ago or more
+            if time.time() - left.lstat().st_mtime > 3600:
+                left.unlink(missing_ok=True)
     except OSError:
         return False
     return True
