@@ -36,6 +36,7 @@ def test_a_wrong_output_shape_is_a_clear_failure_never_an_internal_error(tmp_pat
     failing = [c for c in result.checks if c.status == "failed"]
     assert {c.id for c in failing} >= {"shapes", "weight_sums", "parity_float64", "gradients", "masking", "dropout"}
     assert all("internal" not in c.message and "diagnosis failed" not in c.message for c in failing)
+    assert not any("internal" in line for line in result.unexplained)
     grads = next(c for c in failing if c.id == "gradients")
     assert "returned weights of shape" in grads.message and "expected" in grads.message
     assert "the last two axes (Tq, Tk) are swapped" in "\n".join(result.unexplained)  # said once, for the problem

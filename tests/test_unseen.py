@@ -74,7 +74,7 @@ def test_fresh_code_gets_the_right_verdict_and_a_right_name_or_stage(tmp_path, p
     named = {c.mistake for c in failing} - {None}
     assert named <= set(expect["names"]), f"a wrong name: {named}"
     if not named:
-        said = "\n".join([c.message for c in failing] + result.departure)
+        said = "\n".join([c.message for c in failing] + result.departure + result.unexplained)
         assert expect.get("stage") and expect["stage"] in said, said[-1500:]
 
 
