@@ -107,6 +107,7 @@ SLOW_CASES = (  # end-to-end cases of over 6 s each (measured with --durations):
     "test_kernels_backward.py::test_a_float32_buffer_returned_as_it_is_fails_the_half_precision_call",
     "test_kernels_backward.py::test_the_reference_gets_full_marks",  # the forward's reference stays in the README's
     "test_kernels_backward.py::test_launch_options_are_triton_s_to_judge",  # four compilations for sm_80
+    "test_kernels_backward.py::test_a_wrong_default_is_graded_too",
     "test_graders_answer.py::test_root_without_the_right_to_mount_grades_in_the_process_sandbox",
 )
 

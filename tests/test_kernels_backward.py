@@ -273,3 +273,10 @@ def test_a_float32_buffer_returned_as_it_is_fails_the_half_precision_call(tmp_pa
     failing, _ = _red_team(tmp_path, _patched(("return dq.to(q.dtype), dk, dv", "return dq, dk, dv")))
     assert set(failing) == {"onchip"}, failing
     assert "returned dq as float32 for float16 inputs; the contract: float16" in failing["onchip"].message
+
+
+def test_a_wrong_default_is_graded_too(tmp_path):
+    """The GPU-sized traffic call leaves is_causal and the block sizes to the signature's defaults where they equal
+    them: a default of is_causal=True (a mutant of the reference once passed every check) fails there."""
+    failing, _ = _red_team(tmp_path, _patched(("do, is_causal=False, BLOCK_M=64", "do, is_causal=True, BLOCK_M=64")))
+    assert "traffic" in failing, failing

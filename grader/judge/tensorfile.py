@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from ..run.wire import DTYPES, PlainUnpickler
+from ..run.wire import DTYPES, PlainUnpickler, tensor_bytes
 
 MAGIC = b"attnkit-expected-1\n"
 ALIGN = 64  # every tensor's bytes start at a multiple: a view of any dtype over them is aligned
@@ -33,7 +33,7 @@ def write(path: Path, values) -> None:
             t = obj.detach()
             if t.device.type != "cpu" or t.is_quantized or t.is_sparse or t.layout != torch.strided:
                 raise Unstorable(f"a {t.device.type} {t.layout} tensor")
-            raw = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            raw = tensor_bytes(t)
             at = offset[0]
             pad = -len(raw) % ALIGN
             blobs.append(raw + b"\0" * pad)

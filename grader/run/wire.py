@@ -12,11 +12,15 @@ import torch
 TENSOR = "__attnkit_tensor__"
 
 
+def tensor_bytes(t: torch.Tensor) -> bytes:
+    """A CPU tensor's elements in order, as raw bytes (empty for no element)."""
+    return t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+
+
 def _pack(obj):
     if isinstance(obj, torch.Tensor):
-        t = obj.detach().cpu().contiguous()
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        return {TENSOR: str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "data": raw}
+        t = obj.detach().cpu()
+        return {TENSOR: str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "data": tensor_bytes(t)}
     if isinstance(obj, dict):
         return {k: _pack(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
