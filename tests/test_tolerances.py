@@ -120,7 +120,8 @@ def test_stability_inputs_reach_the_contract_bound(problem, monkeypatch):
         monkeypatch.setattr(torch, "softmax", softmax_spy)
     for case in draw(problem, ["stable"], 0).values():
         out = execute(as_reference(case.call), spy if problem.id == "masked_softmax" else target)
-        assert all(torch.isfinite(o).all() for o in out["outputs"][0])
+        assert all((torch.isfinite(o) | ((o == float("-inf")) & (r.role == "lse"))).all()  # lse: -inf on an empty row
+                   for o, r in zip(out["outputs"][0], problem.returns))
         if problem.id in FEATURES:  # its contract bounds the features of q and k, not products of them
             seen.append(max(a.abs().max().item() for a in case.call["args"][:2]))
             assert min(a.min().item() for a in case.call["args"][:2]) >= -8

@@ -1,6 +1,10 @@
-"""Three ways a wrong submission used to pass, each closed: NaN gradients from a row with no allowed key, a finite
-fill of -1e4 that leaks weight once valid scores sit near -1e4, and a persistent buffer in a module's state_dict."""
+"""Ways a wrong submission used to pass, each closed: NaN gradients from a row with no allowed key, a finite fill of
+-1e4 that leaks weight once valid scores sit near -1e4, a persistent buffer in a module's state_dict, a float16 input
+answered in float32 (half dtypes are drawn on the CPU too), a 3-D mask whose layout is guessed from its leading size
+(calls with B equal to the heads), and a sliding window compared with Tq instead of Tk (a decoding step)."""
 from __future__ import annotations
+
+import pytest
 
 from conftest import SOLUTIONS, make_impl
 from attnkit.grading import grade
@@ -60,3 +64,81 @@ def test_a_persistent_buffer_fails_the_parameters_check(tmp_path):
     report = grade(make_impl(tmp_path / "fixed", {"multihead_attention.py": fixed}), ["multihead_attention"],
                    sandbox=False)
     assert _check(report, "multihead_attention", "parameters").status == "passed"
+
+
+def _patched(pid, old, new):
+    source = (SOLUTIONS / f"{pid}.py").read_text()
+    assert old in source
+    return source.replace(old, new)
+
+
+@pytest.mark.parametrize("how, fails", [("never cast back", True), ("no Half kernel on this CPU", False)])
+def test_half_inputs_keep_their_dtype_on_the_cpu(tmp_path, how, fails):
+    """Angles in float32 for a float16 input, as the contract allows, and the result not cast back: a float32 output;
+    a call that raises in half (as a CPU without the kernel would) is left to the GPU's check, not failed here."""
+    new = "    return rotated" if fails else \
+        "    if x.dtype in (torch.float16, torch.bfloat16):\n        raise RuntimeError(\"not implemented for 'Half'\")\n" \
+        "    return rotated.to(x.dtype)"
+    code = _patched("rope", "    return rotated.to(x.dtype)", new)
+    report = grade(make_impl(tmp_path, {"rope.py": code}), ["rope"], sandbox=False)
+    side = _check(report, "rope", "side_effects")
+    assert side.status == ("failed" if fails else "passed"), side.message
+    if fails:
+        assert "float32, expected float16" in side.message
+    assert all(c.status in ("passed", "skipped") for c in report.problem("rope").checks if c.id != "side_effects")
+
+
+def test_a_mask_layout_guessed_from_its_leading_size_fails(tmp_path):
+    """A (Hq, Tq, Tk) mask read as per-batch (B, Tq, Tk) when its leading size equals B: right whenever B != Hq."""
+    code = _patched("grouped_query_attention", "    B, Hq, Tq, d = queries.shape\n",
+                    "    B, Hq, Tq, d = queries.shape\n    if mask is not None and mask.dim() == 3 and mask.shape[0] == B:\n"
+                    "        mask = mask[:, None]\n")
+    report = grade(make_impl(tmp_path, {"grouped_query_attention.py": code}), ["grouped_query_attention"], sandbox=False)
+    result = report.problem("grouped_query_attention")
+    assert _check(report, "grouped_query_attention", "parity_float64").status == "failed"
+    assert "B equals the next dim" in "\n".join(result.unexplained)
+
+
+@pytest.mark.parametrize("pid, old, new", [
+    ("sliding_window_attention", "    outs = []\n",  # window >= Tq with no sinks taken as plain causal attention
+     "    outs = []\n    if window >= Tq and num_sinks == 0:\n        window = Tk + 1\n"),
+    ("alibi_attention", "[:, None] + (Tk - Tq)",  # a decoding step's one query put at position 0
+     "[:, None] + ((Tk - Tq) if Tq > 1 else 0)"),
+    ("flash_attention", "shift = Tk - Tq", "shift = Tk - Tq if Tq > 1 else 0"),
+], ids=["window_vs_tq", "alibi_decode_at_0", "flash_decode_at_0"])
+def test_code_that_special_cases_a_decoding_step_fails(tmp_path, pid, old, new):
+    """Right for every Tq > 1, wrong for one query after several keys (a decoding step)."""
+    report = grade(make_impl(tmp_path, {f"{pid}.py": _patched(pid, old, new)}), [pid], sandbox=False)
+    assert _check(report, pid, "parity_float64").status == "failed"
+
+
+@pytest.mark.parametrize("pid, old, new, check", [
+    ("scaled_dot_product_attention", "    if mask is None:\n",  # a path taken past 64 keys only (draw/long.py)
+     "    if keys.shape[-2] > 64:\n        mask = None\n    if mask is None:\n", "parity_float64"),
+    ("masked_softmax", "    filled = scores", "    filled = scores.float()",  # a float32 step: float64's tolerance
+     "parity_float64"),
+    ("masked_softmax", "    lens = valid_lens if valid_lens.dim() == 2",  # (B, Tq) lengths read transposed when B == Tq
+     "    if valid_lens.dim() == 2 and valid_lens.shape[0] == scores.shape[1]:\n        valid_lens = valid_lens.T\n"
+     "    lens = valid_lens if valid_lens.dim() == 2", "parity_float64"),
+    ("scaled_dot_product_attention", "    if mask is None:\n",  # a 1-D mask read as a per-query column when Tq == Tk
+     "    if mask is not None and mask.dim() == 1 and mask.shape[0] == queries.shape[-2]:\n        mask = mask[:, None]\n"
+     "    if mask is None:\n", "parity_float64"),
+    ("numpy_additive_attention", "    e = e - e.max()", "    e = e - e.max() if e.dtype == np.float32 else e",  # float64
+     "stability"),
+    ("attention_backward", "import torch\n", "import torch\n", "parity_float32"),  # float32 empty causal rows NaN
+    ("cross_attention", "import torch\n", "import torch\n", "value_errors"),
+], ids=["long_path", "float32_step", "lens_transposed_if_square", "mask_1d_as_column_if_square", "shift_float32_only",
+        "float32_causal_empty_rows", "cache_kept_on_module"])
+def test_wrong_code_that_the_earlier_draws_let_pass_fails(tmp_path, pid, old, new, check):
+    """Each is right on every call the grader drew before: code taken past some length, float32 inside float64 on short
+    inputs, a form told apart by a size, float64 overflow, causal float32 rows with no key, state kept by a module."""
+    code = _patched(pid, old, new)
+    if pid == "attention_backward":  # float32 divides by the row's sum as it is: 0 / 0 on a row with no allowed key
+        code = code.replace("torch.where(total > 0, total, torch.ones_like(total))",
+                            "(torch.where(total > 0, total, torch.ones_like(total)) if work == torch.float64 else total)")
+    if pid == "cross_attention":  # memory=None and no cache: the cache of the module's last call stands in
+        code = code.replace("        if cache is None:\n", "        if cache is None and memory is None:\n"
+                            "            cache = getattr(self, '_kept', None)\n        if cache is None:\n", 1)
+        code = code.replace("        k, v = cache\n", "        k, v = cache\n        self._kept = cache\n", 1)
+    report = grade(make_impl(tmp_path, {f"{pid}.py": code}), [pid], sandbox=False)
+    assert _check(report, pid, check).status == "failed", [(c.id, c.status) for c in report.problem(pid).checks]

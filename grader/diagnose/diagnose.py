@@ -171,19 +171,21 @@ def _reproduce(problem, ctx, failing) -> dict:
         ((all(s[c][0] for c in failing), sum(s[c][1] for c in failing)), rid)
         for rid, s in scores.items() if all(s[c] is not None for c in failing)
     ]
+    base = general_cases(ctx, problem)
+    targets = {rid: target for rid, _, target in candidates(problem, ctx.failing_deps)}
+    whole = [w for w in whole if not _contradicted(ctx, base, w[1], targets[w[1]], cache)]
     if whole:
         (exact, _), best = max(whole, key=lambda t: t[0])  # max keeps catalogue order on ties
         return {cid: (best, exact) for cid in failing}
     found = {}
-    base = general_cases(ctx, problem)
-    targets = {rid: target for rid, _, target in candidates(problem, ctx.failing_deps)}
     reach = {rid: sum(s[c] is not None for c in failing) for rid, s in scores.items()}
     for cid in failing:
         # one check's own explanation must not be refuted by the general calls: a variant that misses one of
         # the learner's wrong base results is another mistake, however well it fits this check alone; among those
         # left, the one that explains more of the failing checks first (one mistake per problem where one does)
         options = [((s[cid][0], reach[rid], s[cid][1]), rid) for rid, s in scores.items() if s[cid] is not None
-                   and (CHECKS[cid].explained_alone or not _refuted(ctx, base, rid, targets[rid], cache))]
+                   and (CHECKS[cid].explained_alone or not (_refuted(ctx, base, rid, targets[rid], cache)
+                                                             or _contradicted(ctx, base, rid, targets[rid], cache)))]
         if options:
             (exact, _, _), rid = max(options, key=lambda t: t[0])
             found[cid] = (rid, exact)
@@ -215,6 +217,23 @@ def _refuted(ctx, base, rid, target, cache) -> bool:
     """Does the variant miss a base call the learner got wrong?"""
     wrong = [c for c in base if c.key in ctx.got and not same(c, ctx.got[c.key], ctx.ref[c.key])]
     return bool(wrong) and _explains(ctx, wrong, rid, target, cache) is None
+
+
+def _contradicted(ctx, base, rid, target, cache) -> bool:
+    """Does the variant get more general calls wrong that the learner got right than it reproduces of those the
+    learner got wrong? (A variant that drops the last block also loses the gradients, but a learner whose every value
+    is right has not dropped it.)"""
+    right = wrong = 0
+    for case in base:
+        got, ref = ctx.got.get(case.key), ctx.ref.get(case.key)
+        if got is None or ref is None or not got.ok or got.rejected:
+            continue
+        variant = _run_variant(case, rid, target, cache)
+        if same(case, got, ref):
+            right += same(case, variant, ref) is False
+        else:
+            wrong += same(case, got, variant) is True
+    return right > wrong
 
 
 def _parameter_mistake(problem, ctx) -> str | None:

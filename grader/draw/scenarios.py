@@ -1,7 +1,7 @@
 """Seeded, reproducible calls for one problem, grouped by the checks that read them.
 
-Dimensions are drawn per run seed but always include the edge cases: B=1, Tq=1, Tk=1,
-Tq != Tk, prime sizes, B != H wherever both exceed 1, and unequal feature sizes. valid_lens
+Dimensions are drawn per run seed but always include the edge cases: B=1, Tq=1 after several keys (a decoding
+step), Tk=1, Tq != Tk, prime sizes, B != H wherever both exceed 1, and unequal feature sizes. valid_lens
 cover None, (B,) and (B, Tq), with 0 and Tk; boolean masks every broadcastable form.
 """
 from __future__ import annotations
@@ -35,8 +35,8 @@ class Case:
 
 
 def draw_configs(seed: int) -> list[dict]:
-    """Four dimension sets: a general one with prime Tq != Tk, all ones, Tk=1 with B>1, and a
-    long one with B=1. B != H wherever both exceed 1, so that a layout mixing them up fails.
+    """Four dimension sets: a general one with prime Tq != Tk, a decoding step (B = H = Tq = 1 after 6 keys), Tk=1
+    with B>1, and a long one with B=1. B != H wherever both exceed 1, so that a layout mixing them up fails.
     Config 0's Tq and Tk are primes of 5 or more and B = 2, so blocks of 3 queries or keys, with
     or without the batch folded in, leave a partial last block (chunked and tiled problems)."""
     rng = random.Random(seed)
@@ -48,7 +48,7 @@ def draw_configs(seed: int) -> list[dict]:
     tq, tk = rng.choice(((5, 7), (7, 5), (5, 11)))
     return [
         {"B": 2, "Tq": tq, "Tk": tk, "H": 3, **feats()},
-        {"B": 1, "Tq": 1, "Tk": 1, "H": 1, **feats()},
+        {"B": 1, "Tq": 1, "Tk": 6, "H": 1, **feats()},
         {"B": 3, "Tq": rng.choice((2, 4)), "Tk": 1, "H": 2, **feats()},
         {"B": 1, "Tq": rng.choice((5, 7)), "Tk": rng.choice((2, 3)), "H": 2, **feats()},
     ]
@@ -68,8 +68,9 @@ def spread(t: torch.Tensor, n_lead: int, n_after: int = 0) -> torch.Tensor:
 
 def make_mask(problem: Problem, kind: str, cfg: dict, gen: torch.Generator, low: int = 0):
     """The masking argument of form `kind`, drawn by the problem's mask rule (grader/masks/); "query" and "batch"
-    stand for the rule's per-query and per-batch forms."""
+    stand for the rule's per-query and per-batch forms, and "<form>_tied" for the form (drawn with two sizes equal, draw/tied.py)."""
     r = rule(problem)
+    kind = kind.removesuffix("_tied")
     return r.make(problem, {"query": r.per_query, "batch": r.per_batch}.get(kind, kind), cfg, gen, low)
 
 

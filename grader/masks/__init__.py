@@ -35,6 +35,8 @@ class MaskRule:
     spelled_out: str = ""  # what the masking check compares: a form that broadcasts over queries, and spelled out
     omit_default: bool = False  # a last masking argument equal to its default is left out of half the calls
     laid_out: bool = False  # the argument is laid out against the scores by `allowed`, not broadcast from the right
+    ambiguous: dict = {}  # form -> two score dims (positions in (..., Tq, Tk)) whose equality makes the form look like
+    # another; drawn also with them equal (draw/tied.py), as the form "<form>_tied" (its own words), drawn as the form
     flagged: bool = False  # the allowed keys depend on another argument too (a causal flag beside a mask)
 
     def forms(self, problem, cfg: dict | None = None) -> tuple[str, ...]:

@@ -11,8 +11,13 @@ class BooleanMask(MaskRule):
     kinds = ("none", "batch", "query", "random", "causal", "keys", "inner", "inner1")
     words = {"none": "mask=None", "batch": "key padding masks (B, 1, .., Tk)", "query": "per-query masks (B, .., Tq, Tk)",
              "random": "masks of the weights' full shape", "causal": "causal (Tq, Tk) masks", "keys": "1-D (Tk,) masks",
-             "inner": "masks without the batch dim (e.g. (H, Tq, Tk))", "inner1": "masks with a leading 1 (1, H, Tq, Tk)"}
-    symptoms = {frozenset({"inner"}): "mask_3d_as_batch"}
+             "inner": "masks without the batch dim (e.g. (H, Tq, Tk))", "inner1": "masks with a leading 1 (1, H, Tq, Tk)",
+             "inner_tied": "masks without the batch dim where B equals the next dim ((H, Tq, Tk) with H = B: the shape "
+                           "a per-batch (B, Tq, Tk) mask would have)",
+             "keys_tied": "1-D (Tk,) masks where Tq == Tk (the length a per-query column would have)"}
+    symptoms = {frozenset({"inner"}): "mask_3d_as_batch", frozenset({"inner_tied"}): "mask_3d_as_batch",
+                frozenset({"inner", "inner_tied"}): "mask_3d_as_batch"}
+    ambiguous = {"inner": (0, 1), "keys": (-2, -1)}  # (H, Tq, Tk) vs (B, Tq, Tk); (Tk,) vs a (Tq,) column
     lengths = True
     spelled_out = "a mask that broadcasts over queries and the same mask expanded to every query"
 

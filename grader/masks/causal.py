@@ -16,11 +16,14 @@ class Causal(MaskRule):
     role = "causal"
     doc = "a flag: key j is allowed for query i when j <= i + (Tk - Tq)"
     kinds = ("none", "causal")  # False (or the default) and True
-    words = {"none": "is_causal=False", "causal": "is_causal=True"}
+    words = {"none": "is_causal=False", "causal": "is_causal=True",
+             "query": "is_causal=True where Tq > Tk (rows with no allowed key), else False"}
     omit_default = True  # is_causal=False is also tested as the signature's default
 
     def make(self, problem, kind, cfg, gen, low=0):
-        return kind == "causal"
+        """True for "causal"; for the per-query form other checks draw ("query"), True where Tq > Tk (the causal
+        rows that allow no key: float32, stability and device calls meet them too) and False elsewhere."""
+        return kind == "causal" or (kind == "query" and cfg["Tq"] > cfg["Tk"])
 
     def allowed(self, problem, cfg, arg, call=None):
         shape = score_shape(problem, cfg)

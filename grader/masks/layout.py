@@ -19,6 +19,14 @@ def score_shape(problem, cfg: dict) -> tuple:
     return shapes[at] if at is not None else shapes[0][:-1] + (cfg["Tk"],)
 
 
+def score_names(problem, cfg: dict) -> list[str]:
+    """The names of score_shape's dims (..., Tq, Tk)."""
+    at = problem.weights_index
+    if at is not None:
+        return dim_names(problem.dims[at], cfg)
+    return dim_names(problem.dims[0], cfg)[:-1] + ["Tk"]
+
+
 def lens_to_mask(problem, cfg: dict, lens):
     """valid_lens (B,) or (B, Tq) as the boolean mask they mean, laid out against the weights: (B, 1.., 1 or Tq, Tk)."""
     import torch

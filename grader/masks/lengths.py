@@ -9,7 +9,9 @@ class Lengths(MaskRule):
     role = "lengths"
     doc = "valid_lens: key j is allowed for a query when j < valid_len"
     kinds = ("none", "batch", "query")
-    words = {"none": "valid_lens=None", "batch": "(B,) valid_lens", "query": "(B, Tq) valid_lens"}
+    words = {"none": "valid_lens=None", "batch": "(B,) valid_lens", "query": "(B, Tq) valid_lens",
+             "query_tied": "(B, Tq) valid_lens where B == Tq (the shape of their transpose)"}
+    ambiguous = {"query": (0, -2)}
     symptoms = {frozenset({"query"}): "lens_2d_ignored"}
     lengths = True
     spelled_out = "valid_lens of shape (B,) and the same lengths repeated as (B, Tq)"

@@ -10,7 +10,9 @@ class KeyPadding(MaskRule):
     doc = "a boolean (B, Tk) mask of the keys, True = attend, the same for every query of a batch row"
     kinds = ("none", "batch", "prefix")
     per_query = "batch"  # it has no per-query form: every query of a row sees the same keys
-    words = {"none": "memory_mask=None", "batch": "(B, S) memory masks with holes", "prefix": "(B, S) padding masks"}
+    words = {"none": "memory_mask=None", "batch": "(B, S) memory masks with holes", "prefix": "(B, S) padding masks",
+             "batch_tied": "(B, S) memory masks with holes where B == S (the shape of their transpose)"}
+    ambiguous = {"batch": (0, -1)}
     lengths = True
     laid_out = True  # a mask of (B, Tk) is laid out against the scores by this rule, not by broadcasting
 

@@ -209,4 +209,13 @@ def _defaults(signature: str) -> dict:
     """{argument: default} of a signature line ("def f(x, base=10000.0):")."""
     fn = ast.parse(signature.strip() + " pass").body[0]
     args = fn.args.args[len(fn.args.args) - len(fn.args.defaults):]
-    return {a.arg: ast.literal_eval(d) for a, d in zip(args, fn.args.defaults)}
+    return {a.arg: _constant(d) for a, d in zip(args, fn.args.defaults)}
+
+
+def _constant(node):
+    """A default's value: a literal, or arithmetic on number literals (max_elements=2**20)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Pow, ast.Mult, ast.Add, ast.Sub)):
+        left, right = _constant(node.left), _constant(node.right)
+        return {ast.Pow: pow, ast.Mult: lambda a, b: a * b, ast.Add: lambda a, b: a + b,
+                ast.Sub: lambda a, b: a - b}[type(node.op)](left, right)
+    return ast.literal_eval(node)

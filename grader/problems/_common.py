@@ -104,6 +104,10 @@ BOOLEAN_MASK_MISTAKES = (  # problems 6 and 7 share these lines of their referen
                     "weights are multiplied by the mask afterwards.",
             hint="Replace masked scores instead of adding to them: scores.masked_fill(~mask, torch.finfo(scores.dtype).min), "
                  "then multiply the weights by the mask."),
+    Mistake("uniform_rows", "rows with no allowed key come out uniform, not zero", ((MASKED, "weights = torch.softmax(filled, dim=-1)"),),
+            explain="With a finite fill, a row whose keys are all masked has equal scores and softmax makes it uniform; "
+                    "the contract wants all zeros there.",
+            hint="Multiply by the mask after the softmax: torch.softmax(filled, -1) * mask."),
     Mistake("nan_grad_empty_row", "a -inf additive mask cleaned after the softmax (nan_to_num): NaN gradients on a row "
             "with no allowed key",
             ((FILL, "filled = scores + torch.zeros_like(scores).masked_fill(~mask, float('-inf'))"),

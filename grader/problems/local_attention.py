@@ -17,8 +17,10 @@ def _fit(cfg, variant):
 
 
 def _ctor(c):
+    """local-p with its align_dim; local-m given one too (which it must ignore: no W_p, no v_p), except on the decoding
+    step (Tq = 1), which leaves it out."""
     return {"query_dim": c["dq"], "key_dim": c["dk"], "window": c["D"], "mode": c["mode"],
-            "align_dim": c["h"] if c["mode"] == "local-p" else None}
+            "align_dim": c["h"] if c["mode"] == "local-p" or c["Tq"] > 1 else None}
 
 
 def _params(c):

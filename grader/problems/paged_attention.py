@@ -90,10 +90,13 @@ def _fit(cfg, variant):
 
 def _lens(cfg, gen) -> list:
     """Sequence lengths: the first a full table, the second ending inside a block; the last 0 when B >= 3; "padded":
-    the others short."""
+    the others short. The one sequence of a B = 1 call with Tq > 1 (config 3) is empty: a batch with no token at
+    all, whose output takes its dtype from the queries alone."""
     B, full = cfg["B"], cfg["max_blocks"] * cfg["block_size"]
     if cfg.get("lens") == "padded":  # one sequence much longer than the others (the memory calls)
         return [full] + [1 + (3 * b) % (2 * cfg["block_size"]) for b in range(1, B)]
+    if B == 1 and cfg["Tq"] > 1 and cfg.get("lens") is None:
+        return [0]
     lens = [full] + torch.randint(1, full + 1, (B - 1,), generator=gen).tolist()
     if B >= 2 and cfg["block_size"] > 1 and lens[1] % cfg["block_size"] == 0:
         lens[1] -= 1  # the second sequence ends inside a block: its last block has unused slots, read by no one

@@ -34,10 +34,6 @@ MISTAKES = BOOLEAN_MASK_MISTAKES + (
             ((FILL, 'filled = scores.masked_fill(~mask, float("-inf"))'), (MASKED, "weights = torch.softmax(filled, dim=-1)")),
             explain="softmax of a row of -inf is 0/0 = NaN; the contract wants all zeros there.",
             hint="Fill with torch.finfo(dtype).min, or zero those rows afterwards: weights * mask."),
-    Mistake("uniform_rows", "rows with no allowed key come out uniform, not zero", ((MASKED, "weights = torch.softmax(filled, dim=-1)"),),
-            explain="With a finite fill, a row whose keys are all masked has equal scores and softmax makes it uniform; "
-                    "the contract wants all zeros there.",
-            hint="Multiply by the mask after the softmax: torch.softmax(filled, -1) * mask."),
     Mistake("in_place", "queries scaled in place",
             ((SCORES, "queries /= d**0.5\n    scores = queries @ keys.transpose(-2, -1)"),),
             explain="`queries /= ...` changes the caller's tensor (and fails on tensors that require grad).",

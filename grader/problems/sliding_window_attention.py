@@ -100,6 +100,13 @@ def allowed_keys(Tq, Tk, window, num_sinks):
     return (j <= pos) & ((j > pos - window) | (j < num_sinks))
 
 
+def _fit(cfg, variant):
+    """lead_fit's dims, the decoding step (one query) after at least window + num_sinks + 2 keys, so that a window
+    that covers every query (window >= Tq) still leaves keys out (window < Tk)."""
+    cfg = lead_fit(cfg, variant)
+    return {**cfg, "Tk": max(cfg["Tk"], cfg["window"] + cfg["num_sinks"] + 2)} if cfg["Tq"] == 1 else cfg
+
+
 def _trailing(cfg):
     """window, then num_sinks and block_size where they are not the defaults (so that the defaults are tested too)."""
     args = [cfg["window"], cfg["num_sinks"], cfg["block_size"]]
@@ -216,7 +223,7 @@ PROBLEM = Problem(
               {"rank": 4, "window": 1, "num_sinks": 0, "block_size": 64},
               {"rank": 2, "window": 2, "num_sinks": 3, "block_size": 3},
               {"rank": 3, "window": 16, "num_sinks": 2, "block_size": 1}),
-    fit=lead_fit,
+    fit=_fit,
     inputs=lambda cfg, gen: lead_inputs(cfg, gen, *QKV),
     trailing=_trailing,
     negative=negative_qk,

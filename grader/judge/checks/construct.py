@@ -25,15 +25,22 @@ def group_ctor(problem, seed):
 
 
 def group_call_errors(problem, seed):
-    """Function problems: calls with an invalid argument (config 0), which must raise ValueError."""
+    """Calls with an invalid argument (config 0), which must raise ValueError; for a module, also the same call on the
+    module just after a valid one (then a value it kept from that call must not make the invalid one work)."""
     cases = []
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
             continue
         call = base_call(problem, cfg, variant, gen("err"), make_mask(problem, "batch", cfg, gen("err", "lens")))
         for i, (overrides, why, words) in enumerate(options(problem, "value_errors").calls(cfg)):
-            cases.append(Case(case_key("call_error", vi, ci, i), "ctor_error", variant, cfg, with_args(problem, call, overrides), must_raise=True,
+            bad = with_args(problem, call, overrides)
+            cases.append(Case(case_key("call_error", vi, ci, i), "ctor_error", variant, cfg, bad, must_raise=True,
                               reference=False, meta={"why": why, "words": words}))
+            if problem.is_module:  # the same module after a call that worked: nothing it kept may stand in (a cache)
+                after = dict(call, then=[{"args": bad["args"], "state": None}], repeat=2)
+                cases.append(Case(case_key("call_error", vi, ci, i, "after"), "ctor_error", variant, cfg, after,
+                                  must_raise=True, reference=False,
+                                  meta={"why": f"{why}, on a module that has just answered a valid call", "words": words}))
     return cases
 
 
@@ -56,7 +63,7 @@ def check_parameters(ctx):
                          "parameters: the contract's state_dict is exactly the parameters, so a buffer (a causal mask, "
                          "cached cos/sin tables) is registered with register_buffer(name, tensor, persistent=False)",
                          symptom="persistent_buffer")
-    check_value_errors(ctx)
+    _must_raise(ctx, "ctor")
 
 
 def raised_value_error(ctx, case, text: str, called: bool = False):
@@ -74,9 +81,14 @@ def raised_value_error(ctx, case, text: str, called: bool = False):
 
 
 def check_value_errors(ctx):
-    """Every call or constructor of the ctor_error cases must raise ValueError (naming `words`)."""
+    _must_raise(ctx, "call_error")
+
+
+def _must_raise(ctx, builder: str):
+    """Every call or constructor of the ctor_error cases `builder` drew (the constructor's, "ctor"; the calls',
+    "call_error") must raise ValueError (naming `words`)."""
     p = ctx.problem
-    for case in ctx.of("ctor_error"):
+    for case in (c for c in ctx.of("ctor_error") if c.builder == builder):
         text = ctor_text(p, case.call["ctor"]) if case.call.get("ctor") else call_text(p, case)
         res = raised_value_error(ctx, case, text)
         missing = [w for w in case.meta["words"] if w not in res.error.text]

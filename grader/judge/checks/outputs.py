@@ -11,7 +11,9 @@ from ..context import returns_arrays, valid_mask
 from ..registry import Check, options, register
 from ...draw.describe import arg_name
 from ...draw.groups import NEGATIVE, carried_cases, case_key, each_case, form, negative_cases, pairwise, with_args
-from ...draw.scenarios import Case, base_call, dim_names, make_mask, mask_kinds, output_shapes
+from ...draw.long import long_cases
+from ...draw.tied import tied_cases
+from ...draw.scenarios import Case, base_call, cast, dim_names, make_mask, mask_kinds, output_shapes
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,8 @@ def group_base(problem, seed):
     """Float64, eval(): every pair of variant and config, of variant and masking kind and of config and masking
     kind at least once (pairwise: each factor's interactions with each other factor, not their full product); the
     same for block settings, where the problem has them; on config 0, also every valid score far below 0 (about
-    NEGATIVE) next to masked keys, where the spec can arrange it."""
+    NEGATIVE) next to masked keys, where the spec can arrange it, and the masking forms that two equal sizes make
+    ambiguous, with those sizes equal (draw/tied.py), and one long call per variant (draw/long.py)."""
     cells = list(each_case(problem, seed))
     kinds = {(vi, ci): mask_kinds(problem, cfg) for vi, _, ci, cfg, _ in cells}
     chosen = pairwise(kinds)
@@ -52,7 +55,9 @@ def group_base(problem, seed):
             call = base_call(problem, cfg, variant, gen("block", bi), make_mask(problem, kind, cfg, gen("block", bi, "lens")))
             cases.append(Case(case_key("base", vi, ci, f"block{bi}"), "base", variant, cfg, with_args(problem, call, overrides),
                               lens=kind, tags=frozenset({"block"})))
-    return cases + negative_cases(problem, seed, "base", NEGATIVE, "float64")
+    return cases + negative_cases(problem, seed, "base", NEGATIVE, "float64") + tied_cases(problem, seed, "base") \
+        + long_cases(problem, seed, "base", {n for cfg in {id(c[3]): c[3] for c in cells}.values()
+                                             for s in block_settings(problem, cfg) for n in s})
 
 
 def group_float32(problem, seed):
@@ -105,13 +110,38 @@ def group_carried32(problem, seed):
     return carried_cases(problem, seed, "f32_carried", dtype="float32")
 
 
+HALF = ("float16", "bfloat16")
+
+
+def group_half_cpu(problem, seed):
+    """Config 0 of each variant in float16 and bfloat16 on the CPU, for a problem whose contract has them (it has the
+    cuda_half check): the outputs' dtype is judged here; the values are the cuda_half check's, on a GPU. A call the
+    CPU cannot run in half (an operation with no Half kernel there) is not held against the learner."""
+    if "cuda_half" not in problem.points or returns_arrays(problem):
+        return []
+    within = options(problem, "cuda_half").within
+    cases = []
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        if ci != 0:
+            continue
+        call = base_call(problem, cfg, variant, gen("half_cpu"), make_mask(problem, "query", cfg, gen("half_cpu", "lens")))
+        if within is not None:
+            within(call["args"])
+        cases += [Case(case_key("half_cpu", vi, ci, dt), "half_cpu", variant, cfg, cast(call, dt),
+                       lens=form(problem, "query"), reference=False) for dt in HALF]
+    return cases
+
+
 def check_side_effects(ctx):
     for case, res in _answered(ctx):  # every call the worker answered, whichever check drew it
         if res.changed:
             name = arg_name(ctx.problem, case.call, res.changed[0])
             ctx.fail(case, f"the call modified its input `{name}` in place; work on a "
                      "copy (masked_fill, not masked_fill_; x = x + 1, not x += 1)")
-    for case in ctx.of("base") + ctx.of("f32") + ctx.of("f32_carried"):
+    for case in ctx.of("base") + ctx.of("f32") + ctx.of("f32_carried") + ctx.of("half_cpu"):
+        raised = ctx.got.get(case.key)
+        if case.group == "half_cpu" and raised is not None and not (raised.ok or raised.rejected or raised.grader_error):
+            continue  # a half call that raised on the CPU (no Half kernel there): the GPU's check judges it
         res = ctx.result(case)
         for name, g in zip(ctx.problem.outputs, res.outputs):
             want = getattr(torch, case.call["dtype"])
@@ -138,4 +168,5 @@ def _answered(ctx):
 
 
 register(Check("side_effects", "inputs untouched, dtype and device kept",
-               {"base": group_base, "f32": group_float32, "f32_carried": group_carried32}, check_side_effects))
+               {"base": group_base, "f32": group_float32, "f32_carried": group_carried32, "half_cpu": group_half_cpu},
+               check_side_effects))

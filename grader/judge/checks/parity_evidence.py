@@ -39,14 +39,81 @@ def _controlled(ctx, bad, good) -> bool:
                for calls in cells.values())
 
 
+def _factors(case) -> set:
+    """What a general call is, as (name, value) pairs a message can name: its masking form, Tq against Tk, and each
+    setting of its variant."""
+    cfg = case.cfg
+    out = {("form", case.lens), ("Tq != Tk", cfg.get("Tq") != cfg.get("Tk")), ("long", "long" in case.tags),
+           ("decoding step", cfg.get("Tq") == 1 and cfg.get("Tk", 1) > 1)}
+    if "H" in cfg:
+        out.add(("one head", cfg["H"] == 1))
+    return out | {(k, v) for k, v in case.variant.items() if isinstance(v, (bool, int, str)) and k != "rank"}
+
+
+def _separating(ctx) -> tuple | None:
+    """(factors, right calls that hold them, calls that hold them): the fewest factors (one or two) that every plain
+    general call going wrong holds, and as few right ones as possible (one factor unless two leave out more right
+    calls). None where no such factors leave out a right call."""
+    from itertools import combinations
+
+    from .parity_symptoms import _plain, _right
+
+    calls = [(_factors(c), _right(ctx, c)) for c in ctx.of("base") if _plain(c) and ctx.got.get(c.key) is not None]
+    if not calls or all(ok for _, ok in calls) or not any(ok for _, ok in calls):
+        return None
+    order = {"long": 0, "form": 1}  # named first where several factors fit as well
+    seen = sorted(set().union(*(f for f, ok in calls if not ok)), key=lambda f: (order.get(f[0], 2), repr(f)))
+    best = None
+    for n in (1, 2):
+        for pick in combinations(seen, n):
+            if not all(set(pick) <= f for f, ok in calls if not ok):
+                continue
+            right = sum(ok and set(pick) <= f for f, ok in calls)
+            if right < sum(ok for _, ok in calls) and (best is None or right < best[1]):
+                best = (list(pick), right, sum(set(pick) <= f for f, _ in calls))
+    return best
+
+
+def _some_right(ctx, forms) -> bool:
+    from .parity_symptoms import _plain, _right
+
+    return any(_right(ctx, c) for c in ctx.of("base") if _plain(c) and c.lens in forms)
+
+
+def _said(problem, pick) -> str:
+    words = rule(problem).words
+    parts = []
+    for name, value in pick:
+        if name == "form":
+            parts.append(words.get(value, value))
+        elif name == "long":
+            parts.append("long inputs (hundreds of keys, dozens of queries or steps)" if value else "short inputs")
+        elif name in ("decoding step", "one head"):
+            parts.append({"decoding step": "one query after several keys (a decoding step)",
+                          "one head": "a single head"}[name] if value else f"no {name}")
+        elif name == "Tq != Tk":
+            parts.append("Tq != Tk" if value else "Tq == Tk")
+        else:
+            parts.append(f"{name}={value!r}")
+    return " and ".join(parts)
+
+
 def evidence(problem, ctx) -> list[str]:
     """What the results show, in words, for the learner to start from when no mistake is named."""
     lines = []
+    pick = _separating(ctx)
     bad, good = _kinds(ctx)
     words = rule(problem).words
-    if bad and good and all(k in words for k in bad | good) and _controlled(ctx, bad, good):
-        lines.append(f"only calls with {', '.join(words[k] for k in sorted(bad))} go wrong; calls with "
-                     f"{', '.join(words[k] for k in sorted(good))} are right")
+    by_forms = bad and good and all(k in words for k in bad | good) and _controlled(ctx, bad, good)
+    exact_forms = by_forms and not _some_right(ctx, bad)
+    if pick is not None and (pick[1] == 0 or not exact_forms):
+        lines.append(f"the calls that go wrong are exactly those with {_said(problem, pick[0])}; every other call is "
+                     "right" if pick[1] == 0 else f"every call that goes wrong has {_said(problem, pick[0])} ({pick[1]} "
+                     f"of the {pick[2]} calls with that are right); every other call is right")
+    elif by_forms:
+        some = "" if exact_forms else " (some of them)"
+        lines.append(f"only calls with {', '.join(words[k] for k in sorted(bad))} go wrong{some}; "
+                     f"calls with {', '.join(words[k] for k in sorted(good))} are right")
     if _float32_rounding_only(ctx):
         lines.append("the float64 results are off by float32 rounding only: a float32 constant, tensor or cast "
                      "inside a float64 computation (torch.tensor(x) without dtype=, .float(), "

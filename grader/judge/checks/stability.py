@@ -28,7 +28,7 @@ class Amplify:
 
 
 def group_stability(problem, seed):
-    """float32 with scores of magnitude ~1e4, and (where the spec can arrange it) with every valid
+    """float32 and float64 with scores of magnitude ~1e4, and (where the spec can arrange it) float32 with every valid
     score near -1e4 next to masked keys."""
     cases = negative_cases(problem, seed, "stable", -0.999 * SCORE_BOUND, "float32")
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
@@ -37,6 +37,8 @@ def group_stability(problem, seed):
         call = base_call(problem, cfg, variant, gen("stable"), make_mask(problem, "query", cfg, gen("slens")))
         options(problem, "stability").amplify(call["args"], call["state"], {**cfg, **variant})
         cases.append(Case(case_key("stable", vi, ci), "stable", variant, cfg, cast(call, "float32"), lens=form(problem, "query")))
+        cases.append(Case(case_key("stable", vi, ci, "float64"), "stable", variant, cfg, cast(call, "float64"),
+                          lens=form(problem, "query"), tags=frozenset({"float64"})))  # exp(1e4) overflows float64 too
     split = options(problem, "stability").split
     if split is not None:
         cases += _split_cases(problem, seed, split)
@@ -63,24 +65,47 @@ def _split_cases(problem, seed, split):
     return cases
 
 
+def _nonfinite_at_ordinary_scale(ctx) -> bool:
+    """Does the learner's code return NaN or inf on a general call (ordinary scores) where the reference does not?
+    Then NaN at ~1e4 says nothing of the scores' size."""
+    for key, case in ctx.cases.items():
+        got, ref = ctx.got.get(key), ctx.ref.get(key)
+        if case.group not in ("base", "f32") or got is None or ref is None or not got.has_outputs:
+            continue
+        if any(not torch.isfinite(g).all() and torch.isfinite(e).all() for g, e in zip(got.outputs, ref.outputs)
+               if g.shape == e.shape):
+            return True
+    return False
+
+
 def check_stability(ctx):
     for case in ctx.of("stable"):
-        got = ctx.outputs(case)
-        for name, g in zip(ctx.problem.outputs, got):
-            if not torch.isfinite(g).all():
-                ctx.fail(case, f"{name} has NaN or inf with scores of magnitude ~1e4: subtract the row maximum before exp "
-                         f"({'e - e.max()' if returns_arrays(ctx.problem) else 'torch.softmax does this for you'})")
+        got, expected = ctx.outputs(case), ctx.expected(case)
+        for name, g, e in zip(ctx.problem.outputs, got, expected):
+            if g.shape == e.shape and (~torch.isfinite(g) & torch.isfinite(e)).any():  # lse is -inf on an empty row
+                if _nonfinite_at_ordinary_scale(ctx):
+                    ctx.fail(case, f"{name} has NaN or inf, as it has on calls with ordinary scores (see parity): the "
+                             "NaN does not come from the scores' size; find where it first appears in those calls")
+                else:
+                    ctx.fail(case, f"{name} has NaN or inf with scores of magnitude ~1e4: subtract the row maximum "
+                             f"before exp ({'e - e.max()' if returns_arrays(ctx.problem) else 'torch.softmax does this for you'})")
         at = ctx.problem.weights_index
         if at is not None:  # masked keys get exactly 0, whatever the scores: a finite fill such as -1e4 leaks here
             mask = valid_mask(ctx.problem, case).expand(got[at].shape)
             leaked = (got[at] != 0) & ~mask
-            if leaked.any():
-                where = tuple(leaked.nonzero()[0].tolist())
+            in_rows = leaked & mask.any(-1, keepdim=True)  # beside allowed keys: the fill is not far enough below
+            if in_rows.any():
+                where = tuple(in_rows.nonzero()[0].tolist())
                 ctx.fail(case, f"weights{list(where)} = {got[at][where].item():.6g} at a masked key, with valid scores "
                          "near -1e4: masked keys must get exactly 0 (a fill constant such as -1e4 is no longer far "
                          "below the valid scores here; fill with torch.finfo(dtype).min, or multiply the weights by "
                          "the mask)", symptom="fill_too_small")
-        compare_all(ctx, case, got, ctx.expected(case), STABILITY)
+            elif leaked.any():
+                where = tuple(leaked.nonzero()[0].tolist())
+                ctx.fail(case, f"weights{list(where)} = {got[at][where].item():.6g} in a row with no allowed key: such "
+                         "a row must be all zeros; with every score filled alike the softmax spreads it evenly, "
+                         "whatever the fill (multiply the weights by the mask, or zero those rows)")
+        compare_all(ctx, case, got, expected, STABILITY)
 
 
 def evidence(problem, ctx) -> list[str]:

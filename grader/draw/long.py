@@ -1,0 +1,31 @@
+"""Long calls: 37 queries after 293 keys (and 37 steps of a decoder), where the configs' other draws stop at 11. Code
+that takes another path past some length (a table of 128 positions, a float32 softmax past 64 keys, a mask dropped
+after step 8) is right on every short draw and wrong here; float32 rounding inside a float64 computation grows with
+the length too."""
+from __future__ import annotations
+
+from .groups import case_key, each_case, form, with_args
+from .scenarios import Case, base_call, draw_configs, generator, make_mask
+
+LONG = {"B": 2, "H": 2, "Tq": 37, "Tk": 293}
+"""Prime lengths past 256 keys and 32 queries; two batch rows and two heads."""
+
+
+def long_cases(problem, seed: int, group: str, block_args=()) -> list[Case]:
+    """Float64 calls, one per variant, of LONG's sizes with per-query masking (some query with no allowed key); the
+    arguments in `block_args` (the block settings other calls vary) at their defaults, which long inputs are run with."""
+    raw = {**draw_configs(seed)[0], **LONG}
+    cases = []
+    for vi, variant, ci, _, _ in each_case(problem, seed):
+        if ci != 0:
+            continue
+        cfg = problem.fit(raw, variant)
+        gen = lambda *p: generator(seed, problem.id, vi, "long", *p)  # noqa: E731
+        kind = form(problem, "query")
+        call = base_call(problem, cfg, variant, gen(), make_mask(problem, kind, cfg, gen("lens")))
+        defaults = {n: problem.call_defaults[n] for n in block_args if n in problem.call_defaults}
+        if defaults:
+            call = with_args(problem, call, defaults)
+        tags = {"long", "block"} if defaults else {"long"}  # block settings at their defaults: a block call too
+        cases.append(Case(case_key(group, vi, ci, "long"), group, variant, cfg, call, lens=kind, tags=frozenset(tags)))
+    return cases
