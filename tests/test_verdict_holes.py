@@ -142,3 +142,26 @@ def test_wrong_code_that_the_earlier_draws_let_pass_fails(tmp_path, pid, old, ne
         code = code.replace("        k, v = cache\n", "        k, v = cache\n        self._kept = cache\n", 1)
     report = grade(make_impl(tmp_path, {f"{pid}.py": code}), [pid], sandbox=False)
     assert _check(report, pid, check).status == "failed", [(c.id, c.status) for c in report.problem(pid).checks]
+
+
+@pytest.mark.parametrize("pid, old, new, check", [
+    ("masked_softmax", "    lens = valid_lens if",  # (B, Tq, Tk) viewed as (B * Tq, Tk): a copy where not contiguous
+     "    scores = scores.view(-1, scores.shape[-1]).view(scores.shape)\n    lens = valid_lens if", "parity_float64"),
+    ("scaled_dot_product_attention", "(queries, keys, values, mask=None)", "(queries, keys, values, attn_mask=None)",
+     "parity_float64"),  # a parameter renamed: called by keyword as the contract names it
+    ("multihead_attention", "        v = self.W_v(values)",  # self-attention told apart by identity
+     "        v = (self.W_k if values is keys else self.W_v)(values)", "parity_float64"),
+    ("scaled_dot_product_attention", "    return weights @ values, weights",  # detached when the queries need no grad
+     "    weights = weights if queries.requires_grad else weights.detach()\n    return weights @ values, weights",
+     "gradients"),
+    ("masked_softmax", "    lens = valid_lens if", "    valid_lens = valid_lens if valid_lens.dtype == torch.int64 else "
+     "valid_lens.to(torch.int8)\n    lens = valid_lens if", "parity_float64"),  # lengths past 127 in int32
+    ("alibi_attention", "    if slopes is None:\n", "    if slopes is None or (H > 4 and H & (H - 1) == 0):\n",
+     "parity_float64"),  # given slopes ignored for 8 heads
+], ids=["view_of_input", "parameter_renamed", "values_is_keys", "detached_without_query_grad", "int8_lengths",
+        "given_slopes_ignored_for_8_heads"])
+def test_wrong_code_in_how_it_is_called_fails(tmp_path, pid, old, new, check):
+    """Right on every call made the earlier way (contiguous int64 tensors by position, distinct objects, every input
+    asking for gradients), wrong on a call a model makes otherwise."""
+    report = grade(make_impl(tmp_path, {f"{pid}.py": _patched(pid, old, new)}), [pid], sandbox=False)
+    assert _check(report, pid, check).status == "failed", [(c.id, c.status) for c in report.problem(pid).checks]

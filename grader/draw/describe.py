@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..model.spec import Problem
+from . import conventions
 
 
 def called(call: dict) -> tuple[str | None, str | None]:
@@ -27,7 +28,7 @@ def call_text(problem: Problem, case) -> str:
     symbol, how = called(call)
     forward = problem.method(symbol)
     parts = [f"{arg.name}={_value(a, arg.doc)}" for arg, a in zip(forward.args, call.get("args", []))]
-    where = "" if call.get("device", "cpu") == "cpu" else f" on {call['device']}"
+    where = ("" if call.get("device", "cpu") == "cpu" else f" on {call['device']}") + conventions.words(call)
     if how:
         return f"{symbol or problem.symbol} {how}, over ({', '.join(parts)}){where}"
     if not problem.is_module:

@@ -4,6 +4,8 @@ after step 8) is right on every short draw and wrong here; float32 rounding insi
 the length too."""
 from __future__ import annotations
 
+import torch
+
 from .groups import case_key, each_case, form, with_args
 from .scenarios import Case, base_call, draw_configs, generator, make_mask
 
@@ -12,8 +14,10 @@ LONG = {"B": 2, "H": 2, "Tq": 37, "Tk": 293}
 
 
 def long_cases(problem, seed: int, group: str, block_args=()) -> list[Case]:
-    """Float64 calls, one per variant, of LONG's sizes with per-query masking (some query with no allowed key); the
-    arguments in `block_args` (the block settings other calls vary) at their defaults, which long inputs are run with."""
+    """Float64 calls, one per variant, of LONG's sizes with per-query masking (some query with no allowed key), every
+    integer tensor (lengths, positions, tables) as int32 (the contract asks an integer tensor, not int64: lengths past
+    127 and 255 are drawn here); the arguments in `block_args` (the block settings other calls vary) at their
+    defaults, which long inputs are run with."""
     raw = {**draw_configs(seed)[0], **LONG}
     cases = []
     for vi, variant, ci, _, _ in each_case(problem, seed):
@@ -23,9 +27,17 @@ def long_cases(problem, seed: int, group: str, block_args=()) -> list[Case]:
         gen = lambda *p: generator(seed, problem.id, vi, "long", *p)  # noqa: E731
         kind = form(problem, "query")
         call = base_call(problem, cfg, variant, gen(), make_mask(problem, kind, cfg, gen("lens")))
+        call["args"] = [_int32(a) for a in call["args"]]
         defaults = {n: problem.call_defaults[n] for n in block_args if n in problem.call_defaults}
         if defaults:
             call = with_args(problem, call, defaults)
         tags = {"long", "block"} if defaults else {"long"}  # block settings at their defaults: a block call too
         cases.append(Case(case_key(group, vi, ci, "long"), group, variant, cfg, call, lens=kind, tags=frozenset(tags)))
     return cases
+
+
+def _int32(a):
+    """An integer tensor as int32 (booleans and floats as they are)."""
+    if isinstance(a, torch.Tensor) and not a.is_floating_point() and not a.is_complex() and a.dtype != torch.bool:
+        return a.to(torch.int32)
+    return a

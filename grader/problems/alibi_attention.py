@@ -234,7 +234,7 @@ PROBLEM = Problem(
         ),
     ),
     variants=({"is_causal": True, "slopes": "paper", "H": 6}, {"is_causal": False, "slopes": "paper"},
-              {"is_causal": True, "slopes": "given"}),
+              {"is_causal": True, "slopes": "given", "H": 8}),  # given slopes where the paper's would be powers of 2
     fit=_fit,
     inputs=_inputs,
     negative=negative_qk,

@@ -11,7 +11,7 @@ CONTEXT = "context = self.dropout(weights) @ v  # (B, H, Tq, d)"
 RETURN = "return self.W_o(context.transpose(1, 2).reshape(B, Tq, E)), weights, cache"
 MASK = "mask = memory_mask[:, None, None, :]  # (B, 1, 1, S): every head and query of the row"
 
-MISTAKES = BOOLEAN_MASK_MISTAKES + (
+MISTAKES = tuple(m for m in BOOLEAN_MASK_MISTAKES if m.id != "uniform_rows") + (  # its own empty_rows_uniform says it
     Mistake("empty_rows_uniform", "a row with no allowed memory position gets uniform weights (the mask only filled)",
             (("weights = torch.softmax(filled, dim=-1) * mask  # a row with no allowed position: all zeros",
               "weights = torch.softmax(filled, dim=-1)"),),

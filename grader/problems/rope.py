@@ -149,7 +149,7 @@ PROBLEM = Problem(
     inputs=_inputs,
     trailing=_trailing,
     options={  # each check's options (the check units in judge/checks/ declare them)
-        "parity_float64": {"blocks": lambda cfg: tuple({"positions": start + torch.arange(cfg["T"])} for start in FAR)},
+        "parity_float64": {"blocks": lambda cfg: tuple({"positions": start + torch.arange(cfg["T"], dtype=torch.int32)} for start in FAR)},
         "value_errors": {"calls": lambda cfg: (({"x": torch.zeros(cfg["B"], cfg["H"], cfg["T"], cfg["d"] - 1, dtype=torch.float64)},
                               "an odd feature size d", ()),)},
         "oracle": {"call": _oracle},

@@ -16,6 +16,12 @@ both sides are driven identically. A call is a plain dict:
   then:      [{"args": [...] or None, "state": {...} or None}]: further runs on the same module after the first (weights
              reloaded where a state is given; args None: the first call's tensor objects again), each one more run of
              the result; "repeat" counts them all
+  layout:    None, or "strided": every tensor input of two or more dims is handed over non-contiguous (the same
+             values; axes -3 and -2 swapped in memory, as a model's (B, T, H, d).transpose(1, 2) is; a matrix
+             column-major)
+  kw:        None, or the names of the call's last arguments (its optional ones): passed by keyword, as the contract
+             names them; the others by position
+  alias:     None, or [[i, j], ...]: argument j is argument i's very tensor (values is keys, as in self-attention)
   hooks:     {name: options}: worker-side hooks (run/hooks/: a chain of calls, an allocation measurement, autograd
              refused, banned functions, NumPy arrays, or an extension's), each declared by the check or spec
              option that needs it
@@ -70,7 +76,10 @@ def execute(call: dict, target) -> dict:
     convert = next((h for h, _ in hooks if h.noun), None)  # a hook that converts what the call returns
     with _ours("preparing the inputs"):
         frozen = set(call.get("frozen") or ())  # settings passed as tensors (ALiBi's slopes): no gradient asked
-        args = [_prepare(a, device, want_grad and i not in frozen, hooks) for i, a in enumerate(call["args"])]
+        strided = call.get("layout") == "strided"
+        args = [_prepare(a, device, want_grad and i not in frozen, hooks, strided) for i, a in enumerate(call["args"])]
+        for i, j in call.get("alias") or ():
+            args[j] = args[i]
         before = [_copy(a) for a in args]
         _seed(device, call.get("seed", 0))
     then = call.get("then") or []
@@ -128,8 +137,12 @@ def _run(fn, args, call, hooks, convert) -> list:
     n_out, structure, names = call["n_out"], call.get("structure"), call.get("names")
     options = (call.get("hooks") or {}).get(convert.name) if convert else None
 
+    kw = call.get("kw")
+
     def once(f, a):
-        return _outputs(f(*a), n_out, convert, options, structure, names)
+        n = len(a) - len(kw or ())  # the last len(kw) arguments by keyword, the others by position
+        value = f(*a[:n], **dict(zip(kw, a[n:]))) if kw and n >= 0 else f(*a)
+        return _outputs(value, n_out, convert, options, structure, names)
 
     runner = next(((h, o) for h, o in hooks if type(h).run is not Hook.run), None)
     return runner[0].run(runner[1], fn, args, once) if runner else once(fn, args)
@@ -140,12 +153,16 @@ def flat_inputs(args) -> list:
     return [t for a in args for t in (a if isinstance(a, tuple) else (a,))]
 
 
-def _prepare(a, device, want_grad, hooks=()):
+def _prepare(a, device, want_grad, hooks=(), strided=False):
     if isinstance(a, (tuple, list)):  # a cache (k, v) or a recurrent state: the wire carries it as a list
-        return tuple(_prepare(t, device, want_grad, hooks) for t in a)
+        return tuple(_prepare(t, device, want_grad, hooks, strided) for t in a)
     if not isinstance(a, torch.Tensor):
         return a
     a = a.to(device).clone()
+    if strided and a.dim() >= 3 and a.shape[-3] > 1 and a.shape[-2] > 1:  # the same values, laid out as a
+        a = a.transpose(-3, -2).contiguous().transpose(-3, -2)  # (B, T, H, d) tensor's transpose to (B, H, T, d) is
+    elif strided and a.dim() == 2 and a.shape[-1] > 1 and a.shape[-2] > 1:
+        a = a.mT.contiguous().mT  # and a matrix column-major
     a = a.requires_grad_() if want_grad and a.is_floating_point() else a
     for h, options in hooks:
         a = h.prepare(options, a)

@@ -30,6 +30,23 @@ def group_grad(problem, seed):
         case = Case(case_key("grad", vi, ci, kind, "empty"), "grad", variant, cfg, call, lens=kind, tags=frozenset({"empty"}))
         if not valid_mask(problem, case).any(-1).all():  # a row with no allowed key was drawn
             cases.append(case)
+    return cases + _partial_cases(problem, seed)
+
+
+def _partial_cases(problem, seed):
+    """Config 0 of each variant with the first input that takes a gradient (the queries) not asking for one, as a
+    caller's frozen input does: the others' gradients must not change (code that detaches when it sees an input
+    without requires_grad is seen here)."""
+    first = next((i for i, a in enumerate(problem.args) if a.role in ("query", "tensor")), None)
+    cases = []
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        if ci != 0 or first is None or returns_arrays(problem):
+            continue
+        call = base_call(problem, cfg, variant, gen("grad", "partial"),
+                         make_mask(problem, form(problem, "batch"), cfg, gen("gpartial"), low=1), grad=True)
+        call["frozen"] = sorted(set(call.get("frozen", ())) | {first})
+        cases.append(Case(case_key("grad", vi, ci, "partial"), "grad", variant, cfg, call, lens=form(problem, "batch"),
+                          tags=frozenset({"partial"})))
     return cases
 
 

@@ -11,6 +11,7 @@ from ..context import returns_arrays, valid_mask
 from ..registry import Check, options, register
 from ...draw.describe import arg_name
 from ...draw.groups import NEGATIVE, carried_cases, case_key, each_case, form, negative_cases, pairwise, with_args
+from ...draw.conventions import convention_cases
 from ...draw.long import long_cases
 from ...draw.tied import tied_cases
 from ...draw.scenarios import Case, base_call, cast, dim_names, make_mask, mask_kinds, output_shapes
@@ -20,9 +21,11 @@ from ...draw.scenarios import Case, base_call, cast, dim_names, make_mask, mask_
 class PartialBlocks:
     """The general calls' options (a spec's options["parity_float64"], the check that owns them): `blocks(cfg)` ->
     ({arg: value}, ...), block settings for extra general calls, so that blocks along every axis a learner may chunk
-    leave a partial last block (block_invariance reads them too)."""
+    leave a partial last block (block_invariance reads them too); `conventions`, the ways of calling drawn."""
 
     blocks: Callable = lambda cfg: ()
+    conventions: tuple = ("strided", "kw", "alias")  # the calling conventions drawn (draw/conventions.py): a kernel's
+    # launcher reads the memory it is given, so the kernels stage leaves non-contiguous inputs out
 
 
 def block_settings(problem, cfg) -> tuple:
@@ -35,7 +38,8 @@ def group_base(problem, seed):
     kind at least once (pairwise: each factor's interactions with each other factor, not their full product); the
     same for block settings, where the problem has them; on config 0, also every valid score far below 0 (about
     NEGATIVE) next to masked keys, where the spec can arrange it, and the masking forms that two equal sizes make
-    ambiguous, with those sizes equal (draw/tied.py), and one long call per variant (draw/long.py)."""
+    ambiguous, with those sizes equal (draw/tied.py), one long call per variant (draw/long.py), and the calls a model's code makes (draw/conventions.py: strided,
+    by keyword, aliased)."""
     cells = list(each_case(problem, seed))
     kinds = {(vi, ci): mask_kinds(problem, cfg) for vi, _, ci, cfg, _ in cells}
     chosen = pairwise(kinds)
@@ -56,7 +60,7 @@ def group_base(problem, seed):
             cases.append(Case(case_key("base", vi, ci, f"block{bi}"), "base", variant, cfg, with_args(problem, call, overrides),
                               lens=kind, tags=frozenset({"block"})))
     return cases + negative_cases(problem, seed, "base", NEGATIVE, "float64") + tied_cases(problem, seed, "base") \
-        + long_cases(problem, seed, "base", {n for cfg in {id(c[3]): c[3] for c in cells}.values()
+        + convention_cases(problem, seed, "base", options(problem, "parity_float64").conventions) + long_cases(problem, seed, "base", {n for cfg in {id(c[3]): c[3] for c in cells}.values()
                                              for s in block_settings(problem, cfg) for n in s})
 
 

@@ -7,6 +7,7 @@ import torch
 
 from ..compare import tolerance, usage
 from ..context import valid_mask
+from ...draw.conventions import WORDS
 from ...masks import rule
 from .parity_symptoms import _float32_rounding_only, _kinds, _ok
 
@@ -40,13 +41,14 @@ def _controlled(ctx, bad, good) -> bool:
 
 
 def _factors(case) -> set:
-    """What a general call is, as (name, value) pairs a message can name: its masking form, Tq against Tk, and each
-    setting of its variant."""
+    """What a general call is, as (name, value) pairs a message can name: its masking form, Tq against Tk, a long call,
+    a decoding step, one head, the way it was called (draw/conventions.py), and each setting of its variant."""
     cfg = case.cfg
-    out = {("form", case.lens), ("Tq != Tk", cfg.get("Tq") != cfg.get("Tk")), ("long", "long" in case.tags),
-           ("decoding step", cfg.get("Tq") == 1 and cfg.get("Tk", 1) > 1)}
-    if "H" in cfg:
-        out.add(("one head", cfg["H"] == 1))
+    out = {("form", case.lens), ("Tq != Tk", cfg.get("Tq") != cfg.get("Tk"))}
+    kinds = {"long": "long" in case.tags, "decoding step": cfg.get("Tq") == 1 and cfg.get("Tk", 1) > 1,
+             "one head": cfg.get("H") == 1}
+    out |= {(name, True) for name, held in kinds.items() if held}  # what a call is, never what it is not
+    out |= {("convention", t) for t in WORDS if t in case.tags}
     return out | {(k, v) for k, v in case.variant.items() if isinstance(v, (bool, int, str)) and k != "rank"}
 
 
@@ -61,7 +63,7 @@ def _separating(ctx) -> tuple | None:
     calls = [(_factors(c), _right(ctx, c)) for c in ctx.of("base") if _plain(c) and ctx.got.get(c.key) is not None]
     if not calls or all(ok for _, ok in calls) or not any(ok for _, ok in calls):
         return None
-    order = {"long": 0, "form": 1}  # named first where several factors fit as well
+    order = {"long": 0, "convention": 0, "form": 1}  # named first where several factors fit as well
     seen = sorted(set().union(*(f for f, ok in calls if not ok)), key=lambda f: (order.get(f[0], 2), repr(f)))
     best = None
     for n in (1, 2):
@@ -86,6 +88,8 @@ def _said(problem, pick) -> str:
     for name, value in pick:
         if name == "form":
             parts.append(words.get(value, value))
+        elif name == "convention":
+            parts.append(WORDS[value])
         elif name == "long":
             parts.append("long inputs (hundreds of keys, dozens of queries or steps)" if value else "short inputs")
         elif name in ("decoding step", "one head"):

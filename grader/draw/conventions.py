@@ -1,0 +1,60 @@
+"""Calls made as a model's code makes them: with non-contiguous tensors (a transposed view), with every argument
+with its optional arguments passed by keyword as the contract names them (mask=, is_causal=, block_q=: the tensors
+go by position, as callers pass them), and with one tensor passed for two arguments of the same shape (values is
+keys, as in self-attention). Code that calls .view on its inputs, renames a parameter, or tells arguments apart by
+identity is right on every other draw and wrong here."""
+from __future__ import annotations
+
+import torch
+
+from .groups import case_key, each_case, form
+from .scenarios import Case, base_call, make_mask
+
+WORDS = {"strided": "non-contiguous inputs (transposed views)", "kw": "the optional arguments passed by keyword",
+         "alias": "one tensor passed for two arguments of the same shape"}
+"""How a message names each convention (describe.call_text adds it to the call)."""
+
+
+def _aliases(problem, args) -> list[list[int]]:
+    """[[i, j], ...]: each later query, key or value argument of the same shape and dtype as an earlier one, paired
+    with the first (arguments derived from others, as a backward's o and dO, are left apart)."""
+    free = set(problem.arg_index("query", "key", "value"))
+    pairs = []
+    for j, b in enumerate(args):
+        i = next((i for i, a in enumerate(args[:j]) if {i, j} <= free
+                  and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+                  and a.is_floating_point() and a.shape == b.shape and a.dtype == b.dtype), None)
+        if i is not None:
+            pairs.append([i, j])
+    return pairs
+
+
+def convention_cases(problem, seed: int, group: str, allowed=tuple(WORDS)) -> list[Case]:
+    """Config 0 of each variant, per-query masking, float64: strided, by keyword, and aliased where two tensor
+    arguments share a shape (the call's own argument is the earlier one's tensor: the reference and the grader's
+    comparisons see the same values); only the conventions in `allowed`."""
+    cases = []
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        if ci != 0:
+            continue
+        kind = form(problem, "query")
+        call = base_call(problem, cfg, variant, gen("convention"), make_mask(problem, kind, cfg, gen("convention", "lens")))
+        made = {"strided": dict(call, layout="strided"),
+                "kw": dict(call, kw=[n for n in problem.arg_names[:len(call["args"])] if n in problem.call_defaults])}
+        pairs = _aliases(problem, call["args"])
+        if pairs:
+            args = list(call["args"])
+            for i, j in pairs:
+                args[j] = args[i]
+            made["alias"] = dict(call, args=args, alias=pairs)
+        for name, c in ((n, c) for n, c in made.items() if n in allowed):
+            cases.append(Case(case_key(group, vi, ci, name), group, variant, cfg, c, lens=kind,
+                              tags=frozenset({"convention", name})))
+    return cases
+
+
+def words(call: dict) -> str:
+    """", made with ...": the conventions a call uses, for messages ("" for none)."""
+    used = [WORDS[k] for k in ("strided", "kw", "alias")
+            if (call.get("layout") == "strided" if k == "strided" else call.get(k))]
+    return f", made with {' and '.join(used)}" if used else ""
