@@ -159,8 +159,9 @@ def costly(problem) -> bool:
 
 def _started(worker) -> bool:
     """Has the learner's code answered a call with anything but NotImplementedError (a stub's)? Its worker done
-    without one: not started (its module failed to load, or every call raised the stub's error)."""
-    return any(r.get("ok") or (r.get("error") or {}).get("type") != "NotImplementedError"
+    without one: not started (its module failed to load, or every call raised the stub's error, or could not be
+    bound to its signature: the body never ran)."""
+    return any(r.get("ok") or (r.get("error") or {}).get("type") not in ("NotImplementedError", "SignatureError")
                for r in worker.results.values())
 
 
@@ -218,7 +219,8 @@ def _not_started(problem, worker, cases, answers) -> str | None:
         return worker.loaded
     ours = grader_groups()
     results = [r for k, r in answers.items() if k in cases and cases[k].builder not in ours and r is not None]
-    if results and all(not r.ok and r.error is not None and r.error.type == "NotImplementedError" for r in results):
+    if results and all(not r.ok and r.error is not None and r.error.type in ("NotImplementedError", "SignatureError")
+                       for r in results) and any(r.error.type == "NotImplementedError" for r in results):
         return f"{problem.id}.py raises NotImplementedError: still a stub, fill it in"
     return None
 

@@ -30,6 +30,7 @@ The result holds only plain tensors on the CPU, strings, numbers, lists and dict
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 
 import torch
@@ -43,6 +44,11 @@ MAX_STATE = 200
 
 class CallError(Exception):
     """The implementation's output is not what the contract allows (wrong type, arity or shape)."""
+
+
+class SignatureError(CallError):
+    """The function does not take the contract's arguments by their names: its body never ran (a stub with other
+    names is still a stub)."""
 
 
 class GraderFault(Exception):
@@ -141,7 +147,18 @@ def _run(fn, args, call, hooks, convert) -> list:
 
     def once(f, a):
         n = len(a) - len(kw or ())  # the last len(kw) arguments by keyword, the others by position
-        value = f(*a[:n], **dict(zip(kw, a[n:]))) if kw and n >= 0 else f(*a)
+        if kw and n >= 0:
+            named = dict(zip(kw, a[n:]))
+            try:
+                inspect.signature(f.forward if isinstance(f, torch.nn.Module) else f).bind(*a[:n], **named)
+            except TypeError as exc:
+                raise SignatureError(f"it does not take {', '.join(f'{k}=' for k in named)} by keyword, as the "
+                                     f"contract names them ({exc})") from None
+            except ValueError:  # no signature to read (a builtin): the call says
+                pass
+            value = f(*a[:n], **named)
+        else:
+            value = f(*a)
         return _outputs(value, n_out, convert, options, structure, names)
 
     runner = next(((h, o) for h, o in hooks if type(h).run is not Hook.run), None)
