@@ -20,7 +20,8 @@ class HalfInputs:
     within: Callable | None = None
 
 
-def group_cuda(problem, seed, dtypes=("float64", "float32"), group="cuda", within=None):
+def group_cuda(problem, seed, dtypes=("float64", "float32"), group="cuda", within=None, device="cuda", reference=True):
+    """Config 0 of each variant in each of `dtypes` on `device` (with `reference` False: judged without values)."""
     cases = []
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
@@ -29,8 +30,8 @@ def group_cuda(problem, seed, dtypes=("float64", "float32"), group="cuda", withi
         if within is not None:
             within(call["args"])
         for dt in dtypes:
-            cases.append(Case(case_key(group, vi, ci, dt), group, variant, cfg, dict(cast(call, dt), device="cuda"),
-                              lens=form(problem, "query")))
+            cases.append(Case(case_key(group, vi, ci, dt), group, variant, cfg, dict(cast(call, dt), device=device),
+                              lens=form(problem, "query"), reference=reference))
     return cases
 
 

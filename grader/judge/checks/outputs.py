@@ -11,10 +11,11 @@ from ..context import returns_arrays, valid_mask
 from ..registry import Check, options, register
 from ...draw.describe import arg_name
 from ...draw.groups import NEGATIVE, carried_cases, case_key, each_case, form, negative_cases, pairwise, with_args
+from .device import group_cuda
 from ...draw.conventions import convention_cases
 from ...draw.long import long_cases
 from ...draw.tied import tied_cases
-from ...draw.scenarios import Case, base_call, cast, dim_names, make_mask, mask_kinds, output_shapes
+from ...draw.scenarios import Case, base_call, dim_names, make_mask, mask_kinds, output_shapes
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,8 @@ def group_base(problem, seed):
     kind at least once (pairwise: each factor's interactions with each other factor, not their full product); the
     same for block settings, where the problem has them; on config 0, also every valid score far below 0 (about
     NEGATIVE) next to masked keys, where the spec can arrange it, and the masking forms that two equal sizes make
-    ambiguous, with those sizes equal (draw/tied.py), one long call per variant (draw/long.py), and the calls a model's code makes (draw/conventions.py: strided,
-    by keyword, aliased)."""
+    ambiguous, with those sizes equal (draw/tied.py), one long call per variant (draw/long.py), and the calls a
+    model's code makes (draw/conventions.py: strided, by keyword, aliased)."""
     cells = list(each_case(problem, seed))
     kinds = {(vi, ci): mask_kinds(problem, cfg) for vi, _, ci, cfg, _ in cells}
     chosen = pairwise(kinds)
@@ -59,9 +60,10 @@ def group_base(problem, seed):
             call = base_call(problem, cfg, variant, gen("block", bi), make_mask(problem, kind, cfg, gen("block", bi, "lens")))
             cases.append(Case(case_key("base", vi, ci, f"block{bi}"), "base", variant, cfg, with_args(problem, call, overrides),
                               lens=kind, tags=frozenset({"block"})))
-    return cases + negative_cases(problem, seed, "base", NEGATIVE, "float64") + tied_cases(problem, seed, "base") \
-        + convention_cases(problem, seed, "base", options(problem, "parity_float64").conventions) + long_cases(problem, seed, "base", {n for cfg in {id(c[3]): c[3] for c in cells}.values()
-                                             for s in block_settings(problem, cfg) for n in s})
+    block_args = {name for drawn in settings.values() for overrides in drawn for name in overrides}
+    return (cases + negative_cases(problem, seed, "base", NEGATIVE, "float64") + tied_cases(problem, seed, "base")
+            + convention_cases(problem, seed, "base", options(problem, "parity_float64").conventions)
+            + long_cases(problem, seed, "base", block_args))
 
 
 def group_float32(problem, seed):
@@ -123,17 +125,7 @@ def group_half_cpu(problem, seed):
     CPU cannot run in half (an operation with no Half kernel there) is not held against the learner."""
     if "cuda_half" not in problem.points or returns_arrays(problem):
         return []
-    within = options(problem, "cuda_half").within
-    cases = []
-    for vi, variant, ci, cfg, gen in each_case(problem, seed):
-        if ci != 0:
-            continue
-        call = base_call(problem, cfg, variant, gen("half_cpu"), make_mask(problem, "query", cfg, gen("half_cpu", "lens")))
-        if within is not None:
-            within(call["args"])
-        cases += [Case(case_key("half_cpu", vi, ci, dt), "half_cpu", variant, cfg, cast(call, dt),
-                       lens=form(problem, "query"), reference=False) for dt in HALF]
-    return cases
+    return group_cuda(problem, seed, HALF, "half_cpu", options(problem, "cuda_half").within, "cpu", reference=False)
 
 
 def check_side_effects(ctx):
