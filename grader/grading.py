@@ -67,8 +67,9 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
         with ThreadPoolExecutor(1) as starter:  # the workers are forked while the calls are planned
             starting = starter.submit(Pool, str(impl), {p.id: (p.id, p.symbol, _preload(p)) for p in problems},
                                       timeout, limits, jailed)
-            try:
-                plan = Plan.draw(problems, seed)  # the run's one plan: its CUDA part is added once a worker sees a GPU
+            feed = _Feed(starting)
+            try:  # the run's one plan (its CUDA part is added once a worker sees a GPU), each problem's calls fed
+                plan = Plan.draw(problems, seed, feed.offer)  # to its worker as soon as both are there
                 if stored is not None:
                     stored.forget(references, plan)
                 while not starting.done() and helper.compute_next(plan, plan.problems):
@@ -78,7 +79,7 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
                 raise
             pool = starting.result()  # a failed start raises here, after the planning
         try:
-            pool.submit_all(plan.batches())
+            pool.submit_all(feed.waiting)
             pool.wait_hello(idle=lambda: helper.compute_next(plan, plan.problems, pool.poll))  # the sandbox's too
             if any(w.hello and w.hello["cuda"] for w in pool.workers.values()):
                 plan = plan.with_cuda()
@@ -99,6 +100,22 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
         devices={"cpu": True, "cuda": plan.cuda}, problems=results, sandbox="bubblewrap" if jailed else "process",
         memory="cgroup" if reason() is None else "worker",
     )
+
+
+class _Feed:
+    """Each problem's calls, handed to its worker as the plan draws them once the pool has started (the workers run
+    while the rest is drawn), else kept `waiting` for the pool."""
+
+    def __init__(self, starting):
+        self.starting, self.waiting = starting, {}
+
+    def offer(self, pid: str, calls: list[dict]) -> None:
+        self.waiting[pid] = calls
+        if self.starting.done() and self.starting.exception() is None:
+            pool = self.starting.result()
+            pool.submit_all(self.waiting)
+            self.waiting = {}
+            pool.poll()  # hellos read (a sandboxed worker gets its batch once placed in its cgroup)
 
 
 def _close_started(starting) -> None:

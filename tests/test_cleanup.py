@@ -92,11 +92,11 @@ def test_closing_never_waits_on_a_worker_that_reads_nothing():
     big = [{"key": f"k{i}", "args": [torch.zeros(1 << 16, dtype=torch.float64)]} for i in range(8)]  # 4 MB
     pool.submit_all({"masked_softmax": big})
     time.sleep(0.5)
-    assert pool.sender.is_alive(), "more than a socket buffer holds: the send must still be waiting"
+    assert pool.senders[-1].is_alive(), "more than a socket buffer holds: the send must still be waiting"
     start = time.monotonic()
     pool.close()
     assert time.monotonic() - start < 10
-    assert not pool.sender.is_alive() and not worker.proc.is_alive()
+    assert not pool.senders[-1].is_alive() and not worker.proc.is_alive()
 
 
 def test_a_closed_wake_connection_is_left_out():
@@ -153,8 +153,8 @@ def test_temporary_files_of_the_learner_and_of_torch_are_removed(tmp_path, sandb
 
 
 def test_a_failed_plan_closes_the_pool_that_started_meanwhile(tmp_path, monkeypatch):
-    """The workers start while the calls are planned: a planning that fails (a grader bug, injected here) must not
-    leave them running in a process that lives on (the pytest plugin, watch, a batch), nor their memory cgroups."""
+    """The workers start while the calls are planned, each on its calls as soon as they are drawn: a planning that
+    fails (a grader bug, injected here) must not leave them running in a process that lives on (the pytest plugin, watch, a batch), nor their memory cgroups."""
     import attnkit.grading as grading
     from attnkit.run import cgroup
 
@@ -165,10 +165,11 @@ def test_a_failed_plan_closes_the_pool_that_started_meanwhile(tmp_path, monkeypa
             super().__init__(*args, **kwargs)
             started.append(self)
 
-    def broken(problems, seed):
+    def broken(problems, seed, drawn):
         import time
 
         time.sleep(1.0)  # the workers are up by now
+        drawn("masked_softmax", [])  # one problem drawn and fed to its worker, which loads the module: then the bug
         raise RuntimeError("a planning bug")
 
     monkeypatch.setattr(grading, "Pool", Recorded)

@@ -17,8 +17,8 @@ from ..draw.groups import build
 from ..draw.scenarios import Case
 from ..model.spec import Problem
 from .checks import CHECKS
-from .registry import grader_groups, with_hooks
-from ..run.hooks import heavy
+from .registry import grader_groups, problem_hooks, with_hooks
+from ..run.hooks import HOOKS, heavy
 
 Cases = Mapping[str, Case]  # {case key: Case}
 
@@ -47,10 +47,17 @@ class Plan:
     cuda: bool = False
 
     @classmethod
-    def draw(cls, problems, seed: int) -> Plan:
-        """The CPU part of every problem's cases: what a run knows before any worker has said whether it sees a GPU."""
+    def draw(cls, problems, seed: int, drawn=None) -> Plan:
+        """The CPU part of every problem's cases: what a run knows before any worker has said whether it sees a GPU.
+        `drawn(problem id, calls)`, where given, is told each problem's worker calls as soon as they are drawn (the
+        problems likely to run longest first), so that its worker can start on them while the others are drawn."""
         problems = tuple(problems)
-        return cls(problems, seed, _frozen({p.id: draw(p, seed) for p in problems}))
+        parts = {}
+        for p in sorted(problems, key=_likely_weight, reverse=True):
+            parts[p.id] = draw(p, seed)
+            if drawn is not None:
+                drawn(p.id, calls(parts[p.id]))
+        return cls(problems, seed, _frozen({p.id: parts[p.id] for p in problems}))
 
     def with_cuda(self) -> Plan:
         """The same plan with the CUDA checks' cases added (a new value; this one is left as it is)."""
@@ -83,6 +90,12 @@ class Plan:
 def calls(cases: Cases) -> list[dict]:
     """The calls a worker answers: every case but those the grader runs itself (a fresh import, a source reading)."""
     return [c.call for c in cases.values() if c.builder not in grader_groups()]
+
+
+def _likely_weight(problem: Problem) -> tuple:
+    """A guess at how long a problem's worker runs, before its cases are drawn: a worker hook that slows every call
+    (a kernel interpreted) first, then by how many checks times variants it has."""
+    return any(HOOKS[name].heavy for name in problem_hooks(problem)), len(problem.points) * len(problem.variants)
 
 
 def _weight(cases: Cases) -> tuple:

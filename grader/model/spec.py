@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -206,7 +207,12 @@ class Problem:
 
 
 def _defaults(signature: str) -> dict:
-    """{argument: default} of a signature line ("def f(x, base=10000.0):")."""
+    """{argument: default} of a signature line ("def f(x, base=10000.0):"), a copy of the one read once."""
+    return dict(_read_defaults(signature))
+
+
+@functools.lru_cache(maxsize=None)
+def _read_defaults(signature: str) -> dict:
     fn = ast.parse(signature.strip() + " pass").body[0]
     args = fn.args.args[len(fn.args.args) - len(fn.args.defaults):]
     return {a.arg: _constant(d) for a, d in zip(args, fn.args.defaults)}

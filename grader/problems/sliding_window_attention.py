@@ -131,9 +131,10 @@ def _oracle(call):
 
 def _memory_fit(cfg):
     """Tq = Tk = 283 >= 4*L*(window + num_sinks + block_size) with L = 1 for every memory call, Tq > d = dv = 12 >
-    1 + block_size/(window + num_sinks); a seeded small block (3 to 7, from the drawn dv) besides the default 64."""
+    1 + block_size/(window + num_sinks); a small block besides the default 64, one per variant's rank (5, 6 or 7:
+    the last block partial), so that the configs the memory check draws per variant are one."""
     return {**cfg, "B": 1, "H": 1, "Tq": 283, "Tk": 283, "dq": 12, "dk": 12, "d": 12, "dv": 12,
-            "window": 4, "num_sinks": 2, "block_size": 4, "small_block": 3 + cfg["dv"] % 5}
+            "window": 4, "num_sinks": 2, "block_size": 4, "small_block": 3 + cfg["rank"]}
 
 
 def _memory(cfg, args):

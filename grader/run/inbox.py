@@ -73,23 +73,24 @@ class FrameReader:
             self.buffer += chunk
             if len(self.buffer) > MAX_FRAME + 12:
                 raise Malformed(f"a message larger than {MAX_FRAME >> 20} MB")
-        frames = []
-        while True:
-            if len(self.buffer) < 4:
-                break
-            (size,) = struct.unpack("!i", self.buffer[:4])
-            start = 4
-            if size == -1:
-                if len(self.buffer) < 12:
+        frames, at, end = [], 0, len(self.buffer)
+        try:
+            while end - at >= 4:
+                (size,) = struct.unpack_from("!i", self.buffer, at)
+                start = at + 4
+                if size == -1:
+                    if end - at < 12:
+                        break
+                    (size,) = struct.unpack_from("!Q", self.buffer, at + 4)
+                    start = at + 12
+                if size < 0 or size > MAX_FRAME:
+                    raise Malformed(f"a frame of {size} bytes")
+                if end < start + size:
                     break
-                (size,) = struct.unpack("!Q", self.buffer[4:12])
-                start = 12
-            if size < 0 or size > MAX_FRAME:
-                raise Malformed(f"a frame of {size} bytes")
-            if len(self.buffer) < start + size:
-                break
-            frames.append(bytes(self.buffer[start:start + size]))
-            del self.buffer[:start + size]
+                frames.append(bytes(self.buffer[start:start + size]))
+                at = start + size
+        finally:
+            del self.buffer[:at]  # once per read: the frames taken (each frame's own delete moved the rest every time)
         return frames
 
 

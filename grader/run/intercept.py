@@ -200,11 +200,19 @@ class Peak(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         self.ops += 1
-        if not any(r.alias_info is not None for r in func._schema.returns):
-            for t in tree_leaves(out):
+        fresh = _ALLOCATES.get(func)
+        if fresh is None:
+            fresh = _ALLOCATES[func] = not any(r.alias_info is not None for r in func._schema.returns)
+        if fresh:
+            for t in (out,) if isinstance(out, torch.Tensor) else tree_leaves(out):
                 if isinstance(t, torch.Tensor) and t.numel() > self.elements:
                     self.elements, self.op = t.numel(), f"{func.__name__} -> {tuple(t.shape)}"
         return out
+
+
+_ALLOCATES: dict = {}
+"""{operator: whether its results are new tensors (no view, no in-place result: its schema names no alias)}, read
+once per operator."""
 
 
 MMAP_THRESHOLD = 128 << 10

@@ -26,7 +26,7 @@ class Pool:
         """`jailed`: every worker inside one bubblewrap sandbox for this submission (jail.py); else each
         forked from the forkserver and sandboxed by sandbox.enter."""
         limits = limits or Limits()
-        self.sender: threading.Thread | None = None
+        self.senders: list[threading.Thread] = []
         self.workers: dict[str, Worker] = {}
         self.jail = None
         if jailed:
@@ -47,7 +47,8 @@ class Pool:
                                               tuple(preload[0]) if preload else ())
 
     def submit_all(self, batches: dict[str, list[dict]]) -> None:
-        """Each worker's first batch, {problem id: calls} in the order of the run's plan (judge/plan.py's batches), sent by a thread: a worker drains its pipe only when the
+        """Each named worker's first batch, {problem id: calls} (judge/plan.py's batches, or some of them: called again
+        for others as the plan draws them), sent by a thread: a worker drains its pipe only when the
         scheduler lets it, and the grader has its own work meanwhile. The calls count as pending at once; a
         failed send shows as the worker's end of file, read by the grader's own thread. Calls marked `window` are
         held back and measured alone once the others are answered (window.Measured.hold). A worker whose pid is known
@@ -70,8 +71,9 @@ class Pool:
                 except OSError:
                     pass
 
-        self.sender = threading.Thread(target=send_all, name="attnkit-submit", daemon=True)
-        self.sender.start()
+        if frames:
+            self.senders.append(threading.Thread(target=send_all, name="attnkit-submit", daemon=True))
+            self.senders[-1].start()
 
     def submit_more(self, batches: dict[str, list[dict]]) -> None:
         """A further batch of calls for each named worker (the CUDA checks' once the workers said they see a GPU), sent
@@ -125,11 +127,12 @@ class Pool:
                 active[conn].receive()
 
     def close(self) -> None:
-        if self.sender is not None and self.sender.is_alive():  # a worker that never read its batch: end it first
+        if any(s.is_alive() for s in self.senders):  # a worker that never read its batch: end it first
             for w in self.workers.values():
                 if w.proc is not None and w.busy:
                     w.proc.kill()
-            self.sender.join()
+        for sender in self.senders:
+            sender.join()
         for w in self.workers.values():  # all asked first: they exit side by side
             if w.proc is not None and w.proc.is_alive():
                 w.send_stop()

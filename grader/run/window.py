@@ -58,8 +58,9 @@ class Measured:
 
     def _next_window(self) -> None:
         """All but the held calls answered: open a measured window (where cgroups serve) and send them."""
-        waiting = set(self.pending) - {c["key"] for c in self.later}
-        if not self.held or self.failure or self.loaded or waiting != {c["key"] for c in self.held}:
+        if not self.held or self.failure or self.loaded or len(self.pending) != len(self.held) + len(self.later):
+            return  # (counted first: the sets below, built after every answer, cost a worker's calls squared)
+        if set(self.pending) - {c["key"] for c in self.later} != {c["key"] for c in self.held}:
             return
         calls, self.held = self.held, []
         self.in_window = [c["key"] for c in calls]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 
 from .capabilities import ESCAPES, C, Capability
 
@@ -110,6 +111,13 @@ def _match(name: str, pattern: str) -> bool:
 def classify(dotted: str, banned=()) -> list[tuple[Capability, str, str | None]]:
     """What the resolved name `dotted` is: [(capability, the kit's name of it, banned name)], most specific first;
     [] for an ordinary name."""
+    return list(_classify(dotted, tuple(banned)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _classify(dotted: str, banned: tuple) -> tuple:
+    """classify's answer, kept: a submission names the same few hundred names in every file (the tables are
+    constant)."""
     parts = dotted.split(".")
     found = None
     for i in range(len(parts), 0, -1):
