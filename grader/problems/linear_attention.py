@@ -152,8 +152,9 @@ STEPS = {"split": [0, 1, 2], "dim": 2, "carry": 3, "carry_outputs": [1, 2]}
 
 def _companions(cfg, gen):
     """linear_attention_step stepped over every position from no state and from a given one (out stacked over T, the
-    last state); one step alone, with the state left to its default and given, in float32, and with gradients (of
-    the inputs and of the given state's parts); stepped in float32 with every feature of q and k at -8."""
+    last state); one step alone, with the state left to its default and given, in float32, with gradients (of
+    the inputs and of the given state's parts), and given a state at B = H = 1 (a path of its own for a batch of one
+    must not update the given state in place either); stepped in float32 with every feature of q and k at -8."""
     q, k, v = _inputs(cfg, gen)
     state = _state(cfg, gen)
     step = "linear_attention_step"
@@ -168,6 +169,7 @@ def _companions(cfg, gen):
             {"symbol": step, "args": t + [given]},
             {"symbol": step, "args": [x.float() for x in t] + [tuple(x.float() for x in given)], "dtype": "float32"},
             {"symbol": step, "args": t + [given], "grad_out": grads},
+            {"symbol": step, "args": [x[:1, :1].clone() for x in t] + [tuple(x[:1, :1].clone() for x in given)]},
             # float32 at the contract's lowest features (q = k = -8: elu + 1 = 3.4e-4, phi(q) . z ~ 1e-7 per step): an
             # epsilon of 1e-6 moves these outputs by 10% or more; the cancellation 1 - 0.9997 costs float32 2e-4, so
             # they are compared at float16's tolerance (3e-2)
