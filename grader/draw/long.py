@@ -1,7 +1,7 @@
-"""Long calls: 37 queries after 293 keys (and 37 steps of a decoder), where the configs' other draws stop at 11. Code
-that takes another path past some length (a table of 128 positions, a float32 softmax past 64 keys, a mask dropped
-after step 8) is right on every short draw and wrong here; float32 rounding inside a float64 computation grows with
-the length too."""
+"""Long calls: 37 queries after 1031 keys (and 37 steps of a decoder after a cache of 1031), where the configs' other
+draws stop at 11. Code that takes another path past some length (a table of 128 or 1024 positions, as model code sizes
+its RoPE and ALiBi tables, a float32 softmax past 64 keys, a mask dropped after step 8) is right on every short draw
+and wrong here; float32 rounding inside a float64 computation grows with the length too."""
 from __future__ import annotations
 
 import torch
@@ -9,8 +9,8 @@ import torch
 from .groups import case_key, each_case, form, with_args
 from .scenarios import Case, base_call, draw_configs, generator, make_mask
 
-LONG = {"B": 2, "H": 2, "Tq": 37, "Tk": 293}
-"""Prime lengths past 256 keys and 32 queries; two batch rows and two heads."""
+LONG = {"B": 2, "H": 2, "Tq": 37, "Tk": 1031}
+"""Prime lengths past 1024 keys and 32 queries; two batch rows and two heads."""
 
 
 def long_cases(problem, seed: int, group: str, block_args=()) -> list[Case]:
