@@ -127,11 +127,17 @@ def test_code_that_special_cases_a_decoding_step_fails(tmp_path, pid, old, new):
      "stability"),
     ("attention_backward", "import torch\n", "import torch\n", "parity_float32"),  # float32 empty causal rows NaN
     ("cross_attention", "import torch\n", "import torch\n", "value_errors"),
+    ("causal_self_attention", "positions = torch.arange(P, P + T, device=x.device)",  # a table of 1024 positions
+     "positions = torch.arange(P, P + T, device=x.device).clamp(max=1023)", "parity_float64"),
+    ("linear_attention", "    S = S + k[..., :, None] * v_t[..., None, :]",  # a batch of one updated in place
+     "    if S.shape[0] == 1:\n        S += k[..., :, None] * v_t[..., None, :]\n    else:\n"
+     "        S = S + k[..., :, None] * v_t[..., None, :]", "companion"),
 ], ids=["long_path", "float32_step", "lens_transposed_if_square", "mask_1d_as_column_if_square", "shift_float32_only",
-        "float32_causal_empty_rows", "cache_kept_on_module"])
+        "float32_causal_empty_rows", "cache_kept_on_module", "positions_past_1023", "step_in_place_for_one_row"])
 def test_wrong_code_that_the_earlier_draws_let_pass_fails(tmp_path, pid, old, new, check):
-    """Each is right on every call the grader drew before: code taken past some length, float32 inside float64 on short
-    inputs, a form told apart by a size, float64 overflow, causal float32 rows with no key, state kept by a module."""
+    """Each is right on every call the grader drew before: code taken past some length (64 keys, 1024 positions),
+    float32 inside float64 on short inputs, a form told apart by a size, float64 overflow, causal float32 rows with no
+    key, state kept by a module, a given state updated in place for a batch of one only."""
     code = _patched(pid, old, new)
     if pid == "attention_backward":  # float32 divides by the row's sum as it is: 0 / 0 on a row with no allowed key
         code = code.replace("torch.where(total > 0, total, torch.ones_like(total))",
