@@ -17,6 +17,9 @@ def _chunks(lo, hi, step):
 
 
 def sliding_window_attention(queries, keys, values, window, num_sinks=0, block_size=64):
+    for _name, _n in (("window", window), ("num_sinks", num_sinks), ("block_size", block_size)):
+        if isinstance(_n, bool) or not isinstance(_n, int):
+            raise ValueError(f"{_name} must be an int, got {_n!r}")
     if window < 1:
         raise ValueError("window must be a positive integer")
     if num_sinks < 0:

@@ -24,6 +24,9 @@ def _safe_softmax(x, mask):
 
 
 def sliding_window_attention(queries, keys, values, window, num_sinks=0, block_size=64):
+    for _name, _n in (("window", window), ("num_sinks", num_sinks), ("block_size", block_size)):
+        if isinstance(_n, bool) or not isinstance(_n, int):
+            raise ValueError(f"{_name} must be an int, got {_n!r}")
     for name, val, lo_ok in (("window", window, 1), ("num_sinks", num_sinks, 0), ("block_size", block_size, 1)):
         if val < lo_ok:
             raise ValueError(f"{name} must be >= {lo_ok}, got {val}")

@@ -3,6 +3,8 @@ import torch
 
 
 def sliding_window_attention(queries, keys, values, window, num_sinks=0, block_size=64):
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (window, num_sinks, block_size)):
+        raise ValueError("window, num_sinks and block_size are ints")
     if min(window, block_size) < 1 or num_sinks < 0:
         raise ValueError("bad window, num_sinks or block_size")
     *lead, Tq, d = queries.shape

@@ -3,6 +3,9 @@ import torch
 
 
 def sliding_window_attention(queries, keys, values, window, num_sinks=0, block_size=64):
+    for name, n in (("window", window), ("num_sinks", num_sinks), ("block_size", block_size)):
+        if type(n) is not int:  # a bool is no window, a float no count
+            raise ValueError(f"sliding_window_attention: {name} = {n!r} is not an int")
     if window < 1 or num_sinks < 0 or block_size < 1:
         raise ValueError("sliding_window_attention: invalid window, num_sinks or block_size")
     Tq, Tk, dv = queries.shape[-2], keys.shape[-2], values.shape[-1]

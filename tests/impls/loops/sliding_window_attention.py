@@ -5,6 +5,8 @@ import torch
 
 
 def sliding_window_attention(queries, keys, values, window, num_sinks=0, block_size=64):
+    if any(isinstance(n, bool) or not isinstance(n, int) for n in (window, num_sinks, block_size)):
+        raise ValueError("window, num_sinks and block_size must be ints")
     if window < 1 or num_sinks < 0 or block_size < 1:
         raise ValueError("window >= 1, num_sinks >= 0 and block_size >= 1")
     Tq, Tk = queries.shape[-2], keys.shape[-2]
