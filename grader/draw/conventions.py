@@ -1,8 +1,11 @@
 """Calls made as a model's code makes them: with non-contiguous tensors (a transposed view), with every argument
 with its optional arguments passed by keyword as the contract names them (mask=, is_causal=, block_q=: the tensors
 go by position, as callers pass them), and with one tensor passed for two arguments of the same shape (values is
-keys, as in self-attention). Code that calls .view on its inputs, renames a parameter, or tells arguments apart by
-identity is right on every other draw and wrong here."""
+keys, as in self-attention), and as inference code calls a model: under torch.no_grad(), on a module that has
+answered another call first, its weights since replaced (an optimizer's step, a checkpoint loaded) and its input
+buffers refilled in place. Code that calls .view on its inputs, renames a parameter, tells arguments apart by
+identity, or keeps a projection, a table or a result from an earlier call (keyed by a tensor's identity or address,
+or taken only where no gradient is recorded) is right on every other draw and wrong here."""
 from __future__ import annotations
 
 import torch
@@ -11,7 +14,9 @@ from .groups import case_key, each_case, form
 from .scenarios import Case, base_call, make_mask
 
 WORDS = {"strided": "non-contiguous inputs (transposed views)", "kw": "the optional arguments passed by keyword",
-         "alias": "one tensor passed for two arguments of the same shape"}
+         "alias": "one tensor passed for two arguments of the same shape",
+         "inference": "torch.no_grad(), after another call on the same module or function (new weights loaded since, "
+                      "the same input tensors refilled)"}
 """How a message names each convention (describe.call_text adds it to the call)."""
 
 
@@ -30,9 +35,10 @@ def _aliases(problem, args) -> list[list[int]]:
 
 
 def convention_cases(problem, seed: int, group: str, allowed=tuple(WORDS)) -> list[Case]:
-    """Config 0 of each variant, per-query masking, float64: strided, by keyword, and aliased where two tensor
+    """Config 0 of each variant, per-query masking, float64: strided, by keyword, aliased where two tensor
     arguments share a shape (the call's own argument is the earlier one's tensor: the reference and the grader's
-    comparisons see the same values); only the conventions in `allowed`."""
+    comparisons see the same values), and in inference after an earlier call (a call of its own draw, with weights of
+    its own); only the conventions in `allowed`."""
     cases = []
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
@@ -41,6 +47,11 @@ def convention_cases(problem, seed: int, group: str, allowed=tuple(WORDS)) -> li
         call = base_call(problem, cfg, variant, gen("convention"), make_mask(problem, kind, cfg, gen("convention", "lens")))
         made = {"strided": dict(call, layout="strided"),
                 "kw": dict(call, kw=[n for n in problem.arg_names[:len(call["args"])] if n in problem.call_defaults])}
+        earlier = base_call(problem, cfg, variant, gen("convention", "earlier"),
+                            make_mask(problem, kind, cfg, gen("convention", "earlier", "lens")))
+        # one earlier run in the call's own dtype: a module cast to float32 and back rounds its buffers (Hugging Face's
+        # inv_freq), which no caller of a correct module could tell from a table kept in the wrong dtype
+        made["inference"] = dict(call, no_grad=True, warm=[{"args": earlier["args"], "state": earlier["state"]}])
         pairs = _aliases(problem, call["args"])
         if pairs:
             args = list(call["args"])
@@ -55,6 +66,7 @@ def convention_cases(problem, seed: int, group: str, allowed=tuple(WORDS)) -> li
 
 def words(call: dict) -> str:
     """", made with ...": the conventions a call uses, for messages ("" for none)."""
-    used = [WORDS[k] for k in ("strided", "kw", "alias")
-            if (call.get("layout") == "strided" if k == "strided" else call.get(k))]
+    used = [WORDS[k] for k in ("strided", "kw", "alias", "inference")
+            if (call.get("layout") == "strided" if k == "strided" else call.get("warm") if k == "inference"
+                else call.get(k))]
     return f", made with {' and '.join(used)}" if used else ""

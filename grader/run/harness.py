@@ -22,6 +22,11 @@ both sides are driven identically. A call is a plain dict:
   kw:        None, or the names of the call's last arguments (its optional ones): passed by keyword, as the contract
              names them; the others by position
   alias:     None, or [[i, j], ...]: argument j is argument i's very tensor (values is keys, as in self-attention)
+  warm:      None, or [{"args": [...], "state": {...} or None, "dtype": name}, ...]: runs first on the same module (or
+             function), each with its weights and dtype (the module cast to it), outputs dropped; then the call's
+             weights and dtype, and its values written into the last run's very input tensors (where shapes and
+             dtypes match), as a model reuses its buffers
+  no_grad:   True: every run under torch.no_grad() (inference; never with grad_out)
   hooks:     {name: options}: worker-side hooks (run/hooks/: a chain of calls, an allocation measurement, autograd
              refused, banned functions, NumPy arrays, or an extension's), each declared by the check or spec
              option that needs it
@@ -68,6 +73,7 @@ def execute(call: dict, target) -> dict:
     device = torch.device(call.get("device", "cpu"))
     result: dict = {}
     fn = target if call.get("symbol") is None else beside(target, call["symbol"])
+    warm = call.get("warm") or []
     if call.get("ctor") is not None:
         fn = target(*call["ctor"]["args"], **call["ctor"]["kwargs"])
         result["params"] = {n: list(p.shape) for n, p in fn.named_parameters()}
@@ -90,7 +96,18 @@ def execute(call: dict, target) -> dict:
         _seed(device, call.get("seed", 0))
     then = call.get("then") or []
     with contextlib.ExitStack() as stack:
+        if call.get("no_grad") and not want_grad:
+            stack.enter_context(torch.no_grad())
         states = [stack.enter_context(h.around(options)) for h, options in hooks]
+        for run in warm:  # runs before, their outputs dropped; then the call's weights, its values in the same tensors
+            _weights(fn, run.get("state") or {}, device, run.get("dtype", call["dtype"]))
+            with _ours("preparing an earlier run's inputs"):
+                earlier = [_prepare(a, device, False, hooks) for a in run["args"]]
+            _run(fn, earlier, call, hooks, convert)
+        if warm:
+            _weights(fn, call.get("state") or {}, device, call["dtype"])
+            with _ours("refilling the inputs"):
+                args = [_refill(w, a) for w, a in zip(earlier, args)] + args[len(earlier):]
         runs = [_run(fn, args, call, hooks, convert) for _ in range(call.get("repeat", 1) - len(then))]
         for step in then:  # the same module again: another call, weights reloaded where given
             if step.get("state"):  # as the first load: a parameter gone or reshaped since is the module's doing
@@ -163,6 +180,26 @@ def _run(fn, args, call, hooks, convert) -> list:
 
     runner = next(((h, o) for h, o in hooks if type(h).run is not Hook.run), None)
     return runner[0].run(runner[1], fn, args, once) if runner else once(fn, args)
+
+
+def _weights(fn, state: dict, device, dtype: str) -> None:
+    """A module cast to `dtype` (the learner's module.to, as a caller's .float() or .double()), then `state` loaded."""
+    if isinstance(fn, torch.nn.Module):
+        fn.to(device=device, dtype=getattr(torch, dtype))
+        load_state(fn, state)
+
+
+def _refill(earlier, a):
+    """`a`'s values written into the earlier run's own tensor (or array) where its type, shape and dtype match (the
+    very object again, as a caller reuses its buffers), else `a` itself."""
+    if type(earlier) is not type(a) or not hasattr(a, "shape") or earlier.shape != a.shape or earlier.dtype != a.dtype:
+        return a
+    if isinstance(a, torch.Tensor):
+        with torch.no_grad():
+            earlier.copy_(a)
+    else:
+        earlier[...] = a
+    return earlier
 
 
 def flat_inputs(args) -> list:

@@ -25,7 +25,8 @@ class PartialBlocks:
     leave a partial last block (block_invariance reads them too); `conventions`, the ways of calling drawn."""
 
     blocks: Callable = lambda cfg: ()
-    conventions: tuple = ("strided", "kw", "alias")  # the calling conventions drawn (draw/conventions.py): a kernel's
+    long: dict | None = None  # the long calls' sizes where not draw/long.py's LONG (a kernel interpreted: smaller)
+    conventions: tuple = ("strided", "kw", "alias", "inference")  # the calling conventions drawn (draw/conventions.py): a kernel's
     # launcher reads the memory it is given, so the kernels stage leaves non-contiguous inputs out
 
 
@@ -63,7 +64,7 @@ def group_base(problem, seed):
     block_args = {name for drawn in settings.values() for overrides in drawn for name in overrides}
     return (cases + negative_cases(problem, seed, "base", NEGATIVE, "float64") + tied_cases(problem, seed, "base")
             + convention_cases(problem, seed, "base", options(problem, "parity_float64").conventions)
-            + long_cases(problem, seed, "base", block_args))
+            + long_cases(problem, seed, "base", block_args, options(problem, "parity_float64").long))
 
 
 def group_float32(problem, seed):
