@@ -1,31 +1,34 @@
-"""Long calls: 37 queries after 1031 keys (and 37 steps of a decoder after a cache of 1031), where the configs' other
+"""Long calls: 67 queries after 1031 keys (and 67 steps of a decoder after a cache of 1031), where the configs' other
 draws stop at 11. Code that takes another path past some length (a table of 128 or 1024 positions, as model code sizes
-its RoPE and ALiBi tables, a float32 softmax past 64 keys, a mask dropped after step 8) is right on every short draw
-and wrong here; float32 rounding inside a float64 computation grows with the length too."""
+its RoPE and ALiBi tables, a float32 softmax past 64 keys, queries taken 64 at a time with each block's offset lost, a
+mask dropped after step 8) is right on every short draw and wrong here; float32 rounding inside a float64 computation
+grows with the length too."""
 from __future__ import annotations
 
 import torch
 
 from .groups import case_key, each_case, form, with_args
 from .scenarios import Case, base_call, draw_configs, generator, make_mask
+from ..masks import rule
 
-LONG = {"B": 2, "H": 2, "Tq": 37, "Tk": 1031}
-"""Prime lengths past 1024 keys and 32 queries; two batch rows and two heads."""
+LONG = {"B": 2, "H": 2, "Tq": 67, "Tk": 1031}
+"""Prime lengths past 1024 keys and 64 queries; two batch rows and two heads."""
 
 
-def long_cases(problem, seed: int, group: str, block_args=()) -> list[Case]:
-    """Float64 calls, one per variant, of LONG's sizes with per-query masking (some query with no allowed key), every
+def long_cases(problem, seed: int, group: str, block_args=(), sizes=None) -> list[Case]:
+    """Float64 calls, one per variant, of LONG's sizes with the mask rule's long form (per-query masking, some query
+    with no allowed key; a causal flag set), every
     integer tensor (lengths, positions, tables) as int32 (the contract asks an integer tensor, not int64: lengths past
     127 and 255 are drawn here); the arguments in `block_args` (the block settings other calls vary) at their
-    defaults, which long inputs are run with."""
-    raw = {**draw_configs(seed)[0], **LONG}
+    defaults, which long inputs are run with. `sizes`: other sizes than LONG (a spec's, where its calls cost more)."""
+    raw = {**draw_configs(seed)[0], **(sizes or LONG)}
     cases = []
     for vi, variant, ci, _, _ in each_case(problem, seed):
         if ci != 0:
             continue
         cfg = problem.fit(raw, variant)
         gen = lambda *p: generator(seed, problem.id, vi, "long", *p)  # noqa: E731
-        kind = form(problem, "query")
+        kind = form(problem, rule(problem).long)
         call = base_call(problem, cfg, variant, gen(), make_mask(problem, kind, cfg, gen("lens")))
         call["args"] = [_int32(a) for a in call["args"]]
         defaults = {n: problem.call_defaults[n] for n in block_args if n in problem.call_defaults}

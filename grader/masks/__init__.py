@@ -29,6 +29,7 @@ class MaskRule:
     kinds: tuple[str, ...] = ("none",)  # the forms it draws; "none" = the argument left out (None or its default)
     per_query: str = "query"  # the form used where a call needs every query to have its own allowed keys
     per_batch: str = "batch"  # the form used where a call needs one set of keys per batch row
+    long: str = "query"  # the form of the long calls (draw/long.py): the one with the most to get wrong at length
     words: dict = {}  # form -> how a message names calls of that form ("(B,) valid_lens")
     symptoms: dict = {}  # frozenset of the only failing forms -> the catalogued mistake id that explains it
     lengths: bool = False  # can express key-padding lengths (from_lengths)

@@ -19,6 +19,7 @@ class Causal(MaskRule):
     words = {"none": "is_causal=False", "causal": "is_causal=True",
              "query": "is_causal=True where Tq > Tk (rows with no allowed key), else False"}
     omit_default = True  # is_causal=False is also tested as the signature's default
+    long = "causal"  # a long call is causal (the per-query form is not where Tq < Tk): queries past 64 meet the rule
 
     def make(self, problem, kind, cfg, gen, low=0):
         """True for "causal"; for the per-query form other checks draw ("query"), True where Tq > Tk (the causal
