@@ -217,3 +217,11 @@ def concat_no_transpose(returned: str, reshaped: str) -> Mistake:
                    explain="The contexts are (B, H, Tq, d): reshaping them straight to (B, Tq, H*d) mixes queries of "
                            "different heads into one row. The head axis must move next to the features first.",
                    hint="context.transpose(1, 2).reshape(B, Tq, H * d): (B, Tq, H, d), then flatten the last two.")
+
+
+def not_dividing(Hq: int) -> list:
+    """Key/value head counts that do not divide Hq: one more than Hq, and one below it (Hq = 6 with Hkv = 4: more
+    query heads than key heads, still no whole groups), with the words that name them."""
+    below = next((h for h in range(Hq - 1, 1, -1) if Hq % h), None)
+    return [(Hq + 1, "Hq not divisible by Hkv")] + ([(below, f"Hq = {Hq} not divisible by Hkv = {below} < Hq")]
+                                                    if below else [])

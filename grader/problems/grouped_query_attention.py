@@ -4,7 +4,7 @@ import torch
 from ..model.roles import Arg, Out
 from ..model.spec import Method, Mistake, Problem
 from ._common import (
-    LLM_BANNED, BOOLEAN_MASK_MISTAKES, FILL, MASK_DOC, MASKED, amplify_qk, negative_qk, split_qk,
+    LLM_BANNED, BOOLEAN_MASK_MISTAKES, FILL, MASK_DOC, MASKED, amplify_qk, negative_qk, not_dividing, split_qk,
 )
 
 Q = "q = queries.reshape(B, Hkv, G * Tq, d)"
@@ -158,9 +158,10 @@ PROBLEM = Problem(
                                 "(queries.reshape(B, Hkv, G*Tq, d)) and reshape the results back"},
         },
         "stability": {"amplify": amplify_qk, "split": split_qk},
-        "value_errors": {"calls": lambda cfg: (({"keys": torch.zeros(cfg["B"], cfg["Hq"] + 1, cfg["Tk"], cfg["dq"], dtype=torch.float64),
-                               "values": torch.zeros(cfg["B"], cfg["Hq"] + 1, cfg["Tk"], cfg["dv"], dtype=torch.float64)},
-                              "Hq not divisible by Hkv", ()),)},
+        "value_errors": {"calls": lambda cfg: tuple(
+            ({"keys": torch.zeros(cfg["B"], h, cfg["Tk"], cfg["dq"], dtype=torch.float64),
+              "values": torch.zeros(cfg["B"], h, cfg["Tk"], cfg["dv"], dtype=torch.float64)}, why, ())
+            for h, why in not_dividing(cfg["Hq"]))},
         "oracle": {"call": _oracle},
     },
     track="LLM",

@@ -245,6 +245,8 @@ PROBLEM = Problem(
             ({"query_dim": 4, "key_dim": 6, "window": True, "mode": "local-m"}, "a bool window", ()),
             ({"query_dim": 4, "key_dim": 6, "window": 2.0, "mode": "local-m"}, "a float window", ()),
             ({"query_dim": 4, "key_dim": 6, "window": 2, "mode": "local-p", "align_dim": None}, "local-p with align_dim=None", ()),
+            ({"query_dim": 4, "key_dim": 6, "window": 2, "mode": "local-p", "align_dim": True}, "a bool align_dim", ()),
+            ({"query_dim": 4, "key_dim": 6, "window": 2, "mode": "local-p", "align_dim": 2.5}, "a float align_dim", ()),
             ({"query_dim": 4, "key_dim": 6, "window": 2, "mode": "local"}, "an unknown mode", MODES),
         )},
     },

@@ -3,7 +3,7 @@ import torch
 
 from ..model.roles import Arg, Out
 from ..model.spec import SCORE_BOUND, Method, Mistake, Problem
-from ._common import LLM_BANNED, scale_scores
+from ._common import LLM_BANNED, not_dividing, scale_scores
 
 K = "k = k_cache[blocks].reshape(-1, Hkv, d)[:n]"
 V = "v = v_cache[blocks].reshape(-1, Hkv, dv)[:n]"
@@ -284,11 +284,10 @@ PROBLEM = Problem(
         },
         "metamorphic": {"relations": RELATIONS},
         "stability": {"amplify": _amplify},
-        "value_errors": {"calls": lambda cfg: (({"k_cache": torch.zeros(cfg["B"] * cfg["max_blocks"] + 2, cfg["block_size"],
-                                                                        cfg["Hq"] + 1, cfg["dq"], dtype=torch.float64),
-                                                 "v_cache": torch.zeros(cfg["B"] * cfg["max_blocks"] + 2, cfg["block_size"],
-                                                                        cfg["Hq"] + 1, cfg["dv"], dtype=torch.float64)},
-                                                "Hq not divisible by Hkv", ()),)},
+        "value_errors": {"calls": lambda cfg: tuple(
+            ({"k_cache": torch.zeros(cfg["B"] * cfg["max_blocks"] + 2, cfg["block_size"], h, cfg["dq"], dtype=torch.float64),
+              "v_cache": torch.zeros(cfg["B"] * cfg["max_blocks"] + 2, cfg["block_size"], h, cfg["dv"], dtype=torch.float64)},
+             why, ()) for h, why in not_dividing(cfg["Hq"]))},
         "oracle": {"call": _oracle},
     },
     mistakes=MISTAKES,

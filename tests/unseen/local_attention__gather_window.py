@@ -23,7 +23,7 @@ class LocalAttention(nn.Module):
         self.window, self.mode = window, mode
         self.W_a = nn.Linear(key_dim, query_dim, bias=False)
         if mode == "local-p":
-            if align_dim is None:
+            if align_dim is None or isinstance(align_dim, bool) or not isinstance(align_dim, int):
                 raise ValueError("align_dim is required for 'local-p'")
             self.W_p = nn.Linear(query_dim, align_dim, bias=False)
             self.v_p = nn.Linear(align_dim, 1, bias=False)

@@ -16,7 +16,7 @@ class LocalAttention(nn.Module):
         if type(window) is not int or window < 1:
             raise ValueError(f"window must be a positive int, got {window!r}")
         if mode == "local-p":
-            if align_dim is None:
+            if type(align_dim) is not int:  # None, a bool or a float: no size
                 raise ValueError("local-p attention requires align_dim")
         elif mode != "local-m":
             raise ValueError(f"mode must be one of 'local-m', 'local-p' (got {mode!r})")

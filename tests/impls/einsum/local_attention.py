@@ -15,7 +15,7 @@ class LocalAttention(nn.Module):
             raise ValueError("window (D) must be an integer >= 1")
         if mode not in self.MODES:
             raise ValueError("unknown mode %r: expected 'local-m' or 'local-p'" % (mode,))
-        if mode == "local-p" and align_dim is None:
+        if mode == "local-p" and (align_dim is None or isinstance(align_dim, bool) or not isinstance(align_dim, int)):
             raise ValueError("'local-p' requires align_dim")
         self.window = window
         self.mode = mode

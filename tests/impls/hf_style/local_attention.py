@@ -26,7 +26,7 @@ class LocalAttention(nn.Module):
         self.mode = mode
         self.W_a = nn.Linear(key_dim, query_dim, bias=False)
         if self.attn_type == "local-p":
-            if align_dim is None:
+            if not isinstance(align_dim, int) or isinstance(align_dim, bool):
                 raise ValueError("local-p attention needs align_dim for the position predictor")
             self.W_p = nn.Linear(query_dim, align_dim, bias=False)
             self.v_p = nn.Linear(align_dim, 1, bias=False)

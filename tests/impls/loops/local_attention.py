@@ -25,7 +25,7 @@ class LocalAttention(nn.Module):
         self.mode = mode
         self.W_a = nn.Linear(key_dim, query_dim, bias=False)
         if mode == "local-p":
-            if align_dim is None:
+            if align_dim is None or type(align_dim) is not int:
                 raise ValueError("mode 'local-p' needs align_dim")
             self.align_dim = align_dim
             self.W_p = nn.Linear(query_dim, align_dim, bias=False)
