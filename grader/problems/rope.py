@@ -143,7 +143,7 @@ PROBLEM = Problem(
             returns=(Out("output", "(..., T, d), x rotated", "values"),),
         ),
     ),
-    variants=({"base": 10000.0, "interleaved": False}, {"base": 10000.0, "interleaved": True},
+    variants=({"base": 10000.0, "interleaved": False}, {"base": 2000.0, "interleaved": True},
               {"base": 500.0, "interleaved": False}),
     fit=_fit,
     inputs=_inputs,
