@@ -164,10 +164,19 @@ def test_wrong_code_that_the_earlier_draws_let_pass_fails(tmp_path, pid, old, ne
      "valid_lens.to(torch.int8)\n    lens = valid_lens if", "parity_float64"),  # lengths past 127 in int32
     ("alibi_attention", "    if slopes is None:\n", "    if slopes is None or (H > 4 and H & (H - 1) == 0):\n",
      "parity_float64"),  # given slopes ignored for 8 heads
+    ("multihead_attention", "        k = self.W_k(keys)",  # keys projected once under no_grad, kept by identity
+     "        if not torch.is_grad_enabled() and getattr(self, '_seen', (None,))[0] is keys:\n"
+     "            k0 = self._seen[1]\n        else:\n            k0 = self.W_k(keys)\n"
+     "            if not torch.is_grad_enabled():\n                self._seen = (keys, k0)\n"
+     "        k = k0", "parity_float64"),
+    ("attention_backward", "        allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(Tk - Tq)",
+     "        allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(Tk - Tq)\n"  # rows past 64 as 0..
+     "        allowed[64:] = allowed[:Tq - 64] if Tq > 64 else allowed[64:]", "parity_float64"),
 ], ids=["view_of_input", "parameter_renamed", "values_is_keys", "detached_without_query_grad", "int8_lengths",
-        "given_slopes_ignored_for_8_heads"])
+        "given_slopes_ignored_for_8_heads", "projection_kept_in_inference", "query_blocks_of_64_offset_lost"])
 def test_wrong_code_in_how_it_is_called_fails(tmp_path, pid, old, new, check):
     """Right on every call made the earlier way (contiguous int64 tensors by position, distinct objects, every input
-    asking for gradients), wrong on a call a model makes otherwise."""
+    asking for gradients, a fresh module each time, causal calls under 64 queries), wrong on a call a model makes
+    otherwise."""
     report = grade(make_impl(tmp_path, {f"{pid}.py": _patched(pid, old, new)}), [pid], sandbox=False)
     assert _check(report, pid, check).status == "failed", [(c.id, c.status) for c in report.problem(pid).checks]
