@@ -9,6 +9,7 @@ from conftest import SANDBOXES
 
 from attnkit.judge import expected as E
 from attnkit.judge.plan import Plan
+from attnkit.judge.registry import grader_groups
 from attnkit.problems import get
 from attnkit.run import forkserver
 
@@ -108,7 +109,9 @@ def test_the_cuda_part_is_a_new_plan():
     assert list(both.cases(p))[:len(cpu.cases(p))] == list(cpu.cases(p))
     assert set(both.cases(p)) - set(cpu.cases(p)) == set(both.gpu[p.id]) != set()
     assert both.gpu_batches()[p.id] and not cpu.gpu_batches()
-    assert list(cpu.batches()) == [p.id]
+    drawn = []
+    Plan.draw([p], SEED, lambda pid, calls: drawn.append((pid, len(calls))))
+    assert drawn == [(p.id, sum(c.builder not in grader_groups() for c in cpu.cases(p).values()))]
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)

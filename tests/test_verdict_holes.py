@@ -132,8 +132,18 @@ def test_code_that_special_cases_a_decoding_step_fails(tmp_path, pid, old, new):
     ("linear_attention", "    S = S + k[..., :, None] * v_t[..., None, :]",  # a batch of one updated in place
      "    if S.shape[0] == 1:\n        S += k[..., :, None] * v_t[..., None, :]\n    else:\n"
      "        S = S + k[..., :, None] * v_t[..., None, :]", "companion"),
+    ("grouped_query_attention", "    if Hq % Hkv:", "    if Hq < Hkv:", "value_errors"),  # only more key heads refused
+    ("paged_attention", "    if Hq % Hkv:", "    if Hq < Hkv:", "value_errors"),
+    ("local_attention", "if type(align_dim) is not int or align_dim < 1:",  # a bool or float size accepted
+     "if align_dim is None or align_dim < 1:", "parameters"),
+    ("sliding_window_attention", "    if any(isinstance(n, bool) or not isinstance(n, int)",  # window=True accepted
+     "    if False and any(isinstance(n, bool) or not isinstance(n, int)", "value_errors"),
+    ("rope", "    theta = base ** (-2 * i / d)",  # the interleaved path ignores base
+     "    theta = (10000.0 if interleaved else base) ** (-2 * i / d)", "parity_float64"),
 ], ids=["long_path", "float32_step", "lens_transposed_if_square", "mask_1d_as_column_if_square", "shift_float32_only",
-        "float32_causal_empty_rows", "cache_kept_on_module", "positions_past_1023", "step_in_place_for_one_row"])
+        "float32_causal_empty_rows", "cache_kept_on_module", "positions_past_1023", "step_in_place_for_one_row",
+        "hq_not_a_multiple_below", "paged_hq_not_a_multiple_below", "align_dim_bool", "window_bool",
+        "interleaved_ignores_base"])
 def test_wrong_code_that_the_earlier_draws_let_pass_fails(tmp_path, pid, old, new, check):
     """Each is right on every call the grader drew before: code taken past some length (64 keys, 1024 positions),
     float32 inside float64 on short inputs, a form told apart by a size, float64 overflow, causal float32 rows with no

@@ -19,6 +19,10 @@ WORDS = {"strided": "non-contiguous inputs (transposed views)", "kw": "the optio
                       "the same input tensors refilled)"}
 """How a message names each convention (describe.call_text adds it to the call)."""
 
+USES = {"strided": lambda call: call.get("layout") == "strided", "kw": lambda call: bool(call.get("kw")),
+        "alias": lambda call: bool(call.get("alias")), "inference": lambda call: bool(call.get("warm"))}
+"""Whether a call uses each convention (the flags the harness reads)."""
+
 
 def _aliases(problem, args) -> list[list[int]]:
     """[[i, j], ...]: each later query, key or value argument of the same shape and dtype as an earlier one, paired
@@ -51,7 +55,7 @@ def convention_cases(problem, seed: int, group: str, allowed=tuple(WORDS)) -> li
                             make_mask(problem, kind, cfg, gen("convention", "earlier", "lens")))
         # one earlier run in the call's own dtype: a module cast to float32 and back rounds its buffers (Hugging Face's
         # inv_freq), which no caller of a correct module could tell from a table kept in the wrong dtype
-        made["inference"] = dict(call, no_grad=True, warm=[{"args": earlier["args"], "state": earlier["state"]}])
+        made["inference"] = dict(call, no_grad=True, warm={"args": earlier["args"], "state": earlier["state"]})
         pairs = _aliases(problem, call["args"])
         if pairs:
             args = list(call["args"])
@@ -66,7 +70,5 @@ def convention_cases(problem, seed: int, group: str, allowed=tuple(WORDS)) -> li
 
 def words(call: dict) -> str:
     """", made with ...": the conventions a call uses, for messages ("" for none)."""
-    used = [WORDS[k] for k in ("strided", "kw", "alias", "inference")
-            if (call.get("layout") == "strided" if k == "strided" else call.get("warm") if k == "inference"
-                else call.get(k))]
+    used = [WORDS[k] for k, uses in USES.items() if uses(call)]
     return f", made with {' and '.join(used)}" if used else ""

@@ -1,7 +1,7 @@
 """One grading run's plan: the problems, the seed, whether CUDA is graded, and each problem's seeded cases.
 
-A plan is drawn once per run (`Plan.draw`) and handed to everything that works from it: the pool (the calls it
-sends, `batches`), the expected values (judge/expected.py) and the judge. The cases depend only on the problem and
+A plan is drawn once per run (`Plan.draw`, which hands each problem's calls to its worker as it draws them) and handed
+to everything that works from it: the pool (the CUDA part's calls, `gpu_batches`), the expected values (judge/expected.py) and the judge. The cases depend only on the problem and
 the seed, never on the submission. Each group of cases draws from its own seeded generator, so the CUDA checks'
 cases are a part of their own (`gpu`), drawn once a worker says it sees a GPU (`with_cuda`, a new plan) and added
 to the CPU part (`cpu`), which is drawn before any worker has started.
@@ -18,7 +18,7 @@ from ..draw.scenarios import Case
 from ..model.spec import Problem
 from .checks import CHECKS
 from .registry import grader_groups, problem_hooks, with_hooks
-from ..run.hooks import HOOKS, heavy
+from ..run.hooks import HOOKS
 
 Cases = Mapping[str, Case]  # {case key: Case}
 
@@ -76,12 +76,6 @@ class Plan:
     def problem(self, pid: str) -> Problem:
         return next(p for p in self.problems if p.id == pid)
 
-    def batches(self) -> dict[str, list[dict]]:
-        """Each problem's calls for its worker (the CPU part; none the grader answers itself), the heaviest problem
-        first: a worker that measures its forwards, or has more calls, starts sooner."""
-        heavy_first = sorted(self.problems, key=lambda p: _weight(self.cpu[p.id]), reverse=True)
-        return {p.id: calls(self.cpu[p.id]) for p in heavy_first}
-
     def gpu_batches(self) -> dict[str, list[dict]]:
         """The CUDA checks' calls, a second batch per worker (empty while CUDA is not graded)."""
         return {p.id: calls(self.gpu[p.id]) for p in self.problems if p.id in self.gpu}
@@ -97,7 +91,3 @@ def _likely_weight(problem: Problem) -> tuple:
     (a kernel interpreted) first, then by how many checks times variants it has."""
     return any(HOOKS[name].heavy for name in problem_hooks(problem)), len(problem.points) * len(problem.variants)
 
-
-def _weight(cases: Cases) -> tuple:
-    """A guess at how long a worker runs on its cases: measured forwards are slow, then the number of calls."""
-    return any(heavy(c.call) for c in cases.values()), len(cases)

@@ -22,10 +22,9 @@ both sides are driven identically. A call is a plain dict:
   kw:        None, or the names of the call's last arguments (its optional ones): passed by keyword, as the contract
              names them; the others by position
   alias:     None, or [[i, j], ...]: argument j is argument i's very tensor (values is keys, as in self-attention)
-  warm:      None, or [{"args": [...], "state": {...} or None, "dtype": name}, ...]: runs first on the same module (or
-             function), each with its weights and dtype (the module cast to it), outputs dropped; then the call's
-             weights and dtype, and its values written into the last run's very input tensors (where shapes and
-             dtypes match), as a model reuses its buffers
+  warm:      None, or {"args": [...], "state": {...} or None}: a run first on the same module (or function), with
+             those weights, its outputs dropped; then the call's weights are loaded and its values written into that
+             run's very input tensors (where type, shape and dtype match), as a model reuses its buffers
   no_grad:   True: every run under torch.no_grad() (inference; never with grad_out)
   hooks:     {name: options}: worker-side hooks (run/hooks/: a chain of calls, an allocation measurement, autograd
              refused, banned functions, NumPy arrays, or an extension's), each declared by the check or spec
@@ -73,7 +72,7 @@ def execute(call: dict, target) -> dict:
     device = torch.device(call.get("device", "cpu"))
     result: dict = {}
     fn = target if call.get("symbol") is None else beside(target, call["symbol"])
-    warm = call.get("warm") or []
+    warm = call.get("warm")
     if call.get("ctor") is not None:
         fn = target(*call["ctor"]["args"], **call["ctor"]["kwargs"])
         result["params"] = {n: list(p.shape) for n, p in fn.named_parameters()}
@@ -99,19 +98,18 @@ def execute(call: dict, target) -> dict:
         if call.get("no_grad") and not want_grad:
             stack.enter_context(torch.no_grad())
         states = [stack.enter_context(h.around(options)) for h, options in hooks]
-        for run in warm:  # runs before, their outputs dropped; then the call's weights, its values in the same tensors
-            _weights(fn, run.get("state") or {}, device, run.get("dtype", call["dtype"]))
-            with _ours("preparing an earlier run's inputs"):
-                earlier = [_prepare(a, device, False, hooks) for a in run["args"]]
+        if warm:  # a run before, its outputs dropped; then the call's weights, and its values in the same tensors
+            _weights(fn, warm.get("state") or {}, device, call["dtype"])
+            with _ours("preparing the earlier run's inputs"):
+                earlier = [_prepare(a, device, False, hooks) for a in warm["args"]]
             _run(fn, earlier, call, hooks, convert)
-        if warm:
             _weights(fn, call.get("state") or {}, device, call["dtype"])
             with _ours("refilling the inputs"):
                 args = [_refill(w, a) for w, a in zip(earlier, args)] + args[len(earlier):]
         runs = [_run(fn, args, call, hooks, convert) for _ in range(call.get("repeat", 1) - len(then))]
         for step in then:  # the same module again: another call, weights reloaded where given
             if step.get("state"):  # as the first load: a parameter gone or reshaped since is the module's doing
-                load_state(fn, {k: v.to(device=device, dtype=getattr(torch, call["dtype"])) for k, v in step["state"].items()})
+                _weights(fn, step["state"], device, call["dtype"])
             with _ours("preparing the next inputs"):  # None: the first call's very tensors again
                 more = args if step["args"] is None else [_prepare(a, device, want_grad, hooks) for a in step["args"]]
             runs.append(_run(fn, more, call, hooks, convert))
@@ -183,10 +181,9 @@ def _run(fn, args, call, hooks, convert) -> list:
 
 
 def _weights(fn, state: dict, device, dtype: str) -> None:
-    """A module cast to `dtype` (the learner's module.to, as a caller's .float() or .double()), then `state` loaded."""
+    """`state` loaded into a module, in the call's device and dtype (a function has none)."""
     if isinstance(fn, torch.nn.Module):
-        fn.to(device=device, dtype=getattr(torch, dtype))
-        load_state(fn, state)
+        load_state(fn, {k: v.to(device=device, dtype=getattr(torch, dtype)) for k, v in state.items()})
 
 
 def _refill(earlier, a):
