@@ -3,6 +3,7 @@ imports (transitively), with literal code given to exec/eval."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import stat
 import warnings
@@ -135,17 +136,25 @@ def scan_submission(impl, module: str, banned=()) -> list[Finding]:
             findings.append(Finding(C.UNREADABLE, rel, 0, f"{WORDS[C.UNREADABLE]} (more than {MAX_FILES} modules)"))
             break
         data, why = read_source(path, root)
-        tree = None
-        if data is not None:
-            tree, why = parse(data, rel)
-        if tree is None:
-            findings.append(Finding(C.UNREADABLE, rel, _line(why), f"{WORDS[C.UNREADABLE]} ({why})"))
+        found, siblings = _scanned(data, rel, tuple(package), tuple(banned)) if data is not None else (None, why)
+        if found is None:
+            findings.append(Finding(C.UNREADABLE, rel, _line(siblings), f"{WORDS[C.UNREADABLE]} ({siblings})"))
             continue
-        found, siblings = scan_tree(tree, rel, package, banned)
         findings += found
         for parts in siblings:
             todo += [t for t in _module_file(root, parts) if _shown(os.path.relpath(t[0], root)) not in seen]
     return _unique(findings)
+
+
+@functools.lru_cache(maxsize=64)
+def _scanned(data: bytes, rel: str, package: tuple, banned: tuple):
+    """(findings, sibling module paths) of one module's bytes, or (None, why it does not parse): once per run for a
+    module that several problems import (the bytes are the key: a file changed since is read again)."""
+    tree, why = parse(data, rel)
+    if tree is None:
+        return None, why
+    found, siblings = scan_tree(tree, rel, list(package), banned)
+    return tuple(found), tuple(tuple(s) for s in siblings)
 
 
 def _unique(findings) -> list[Finding]:
