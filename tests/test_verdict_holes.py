@@ -190,3 +190,45 @@ def test_wrong_code_in_how_it_is_called_fails(tmp_path, pid, old, new, check):
     otherwise."""
     report = grade(make_impl(tmp_path, {f"{pid}.py": _patched(pid, old, new)}), [pid], sandbox=False)
     assert _check(report, pid, check).status == "failed", [(c.id, c.status) for c in report.problem(pid).checks]
+
+
+PARTS_MERGED_UNDER_THE_FIRST_MAX = '''import torch
+
+
+def paged_attention(queries, k_cache, v_cache, block_tables, context_lens):
+    B, Hq, d = queries.shape
+    block_size, Hkv, dv = v_cache.shape[1], v_cache.shape[2], v_cache.shape[3]
+    if Hq % Hkv:
+        raise ValueError("Hq is not a multiple of Hkv")
+    G = Hq // Hkv
+    outs = []
+    for b in range(B):
+        n = int(context_lens[b])
+        blocks = block_tables[b, :(n + block_size - 1) // block_size].long()
+        k = k_cache[blocks].reshape(-1, Hkv, d)[:n]
+        v = v_cache[blocks].reshape(-1, Hkv, dv)[:n]
+        q = queries[b].reshape(Hkv, G, d)
+        acc = torch.zeros(Hkv, G, dv, dtype=queries.dtype)
+        total = torch.zeros(Hkv, G, 1, dtype=queries.dtype)
+        first = None
+        for s in range(0, n, 64):  # partitions of 64 tokens, as vLLM's v2 kernel takes them (of 512 there)
+            scores = torch.einsum("hgd,nhd->hgn", q, k[s:s + 64]) / d ** 0.5
+            m = scores.amax(-1, keepdim=True)
+            p = torch.exp(scores - m)
+            first = m if first is None else first
+            w = torch.exp(m - first)  # merged under the first partition's maximum, not the running one
+            acc = acc + w * torch.einsum("hgn,nhv->hgv", p, v[s:s + 64])
+            total = total + w * p.sum(-1, keepdim=True)
+        outs.append((acc / total if n else acc).reshape(Hq, dv))
+    return torch.stack(outs)
+'''
+
+
+def test_partitions_merged_under_the_first_maximum_fail_on_the_long_stability_call(tmp_path):
+    """Exact for ordinary scores and for contexts of one partition (the short stability calls): only 1031 tokens of
+    scores near 1e4 overflow, and the message says that only the long call does."""
+    report = grade(make_impl(tmp_path, {"paged_attention.py": PARTS_MERGED_UNDER_THE_FIRST_MAX}), ["paged_attention"],
+                   sandbox=False)
+    failed = [c for c in report.problem("paged_attention").checks if c.status == "failed"]
+    assert [c.id for c in failed] == ["stability"], [(c.id, c.message) for c in failed]
+    assert "long call only" in failed[0].message and "running maximum" in failed[0].message

@@ -241,7 +241,7 @@ PROBLEM = Problem(
     mistakes=MISTAKES,
     banned=LLM_BANNED,
     options={  # each check's options (the check units in judge/checks/ declare them)
-        "stability": {"amplify": amplify_qk, "split": split_qk},
+        "stability": {"amplify": amplify_qk, "split": split_qk, "long": True},
         "oracle": {"call": _oracle},
         "companion": {"calls": _companions},
         "masking": {"permuted": False},  # the bias depends on each key's position: their order matters

@@ -157,7 +157,7 @@ PROBLEM = Problem(
                       "advice": "Keys and values must not be repeated per query head: fold the group into the query axis "
                                 "(queries.reshape(B, Hkv, G*Tq, d)) and reshape the results back"},
         },
-        "stability": {"amplify": amplify_qk, "split": split_qk},
+        "stability": {"amplify": amplify_qk, "split": split_qk, "long": True},
         "value_errors": {"calls": lambda cfg: tuple(
             ({"keys": torch.zeros(cfg["B"], h, cfg["Tk"], cfg["dq"], dtype=torch.float64),
               "values": torch.zeros(cfg["B"], h, cfg["Tk"], cfg["dv"], dtype=torch.float64)}, why, ())

@@ -249,7 +249,7 @@ PROBLEM = Problem(
     inputs=_inputs,
     trailing=_trailing,
     options={  # each check's options (the check units in judge/checks/ declare them)
-        "stability": {"amplify": _amplify},
+        "stability": {"amplify": _amplify, "long": True},
         "memory": {
             "calls": _memory,
             "fit": _memory_fit,

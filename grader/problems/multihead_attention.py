@@ -148,7 +148,7 @@ PROBLEM = Problem(
     params=_params,
     inputs=_inputs,
     options={  # each check's options (the check units in judge/checks/ declare them)
-        "stability": {"amplify": HEADS.amplify, "split": HEADS.split},
+        "stability": {"amplify": HEADS.amplify, "split": HEADS.split, "long": True},
         "parameters": {"errors": (({"embed_dim": 6, "num_heads": 4}, "embed_dim not divisible by num_heads", ()),)},
         "oracle": {"call": _oracle},
     },

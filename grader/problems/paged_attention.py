@@ -283,7 +283,7 @@ PROBLEM = Problem(
                                 "never the whole batch padded to the longest table"},
         },
         "metamorphic": {"relations": RELATIONS},
-        "stability": {"amplify": _amplify},
+        "stability": {"amplify": _amplify, "long": True},
         "value_errors": {"calls": lambda cfg: tuple(
             ({"k_cache": torch.zeros(cfg["B"] * cfg["max_blocks"] + 2, cfg["block_size"], h, cfg["dq"], dtype=torch.float64),
               "v_cache": torch.zeros(cfg["B"] * cfg["max_blocks"] + 2, cfg["block_size"], h, cfg["dv"], dtype=torch.float64)},

@@ -91,7 +91,7 @@ PROBLEM = Problem(
     fit=lead_fit,
     inputs=lambda cfg, gen: lead_inputs(cfg, gen, *QKV),
     options={  # each check's options (the check units in judge/checks/ declare them)
-        "stability": {"amplify": amplify_qk, "split": split_qk},
+        "stability": {"amplify": amplify_qk, "split": split_qk, "long": True},
         "oracle": {"call": _oracle},
     },
     negative=negative_qk,

@@ -10,6 +10,7 @@ from ..compare import STABILITY
 from ..context import compare_all, returns_arrays, valid_mask
 from ..registry import Check, options, register
 from ...draw.groups import case_key, each_case, form, negative_cases
+from ...draw.long import long_cases
 from ...draw.scenarios import Case, base_call, cast, make_lens, make_mask
 from ...masks import rule
 from ...model.spec import SCORE_BOUND
@@ -21,10 +22,12 @@ class Amplify:
     reach about 1e4 (SCORE_BOUND); cfg holds the variant. `split(args, state, cfg, masked, lo, hi)` (None: not
     possible) moves the scores of the keys `masked` (B, Tk) to about `hi` and every other key's to about `lo`, in
     place: valid scores near -1e4 beside masked ones near +1e4, where an additive bias of -1e4 leaves masked keys
-    the largest scores."""
+    the largest scores. `long`: also a float32 call of draw/long.py's sizes (67 queries after 1031 keys), where keys
+    taken 64 or 512 at a time and merged under the first part's maximum, not the running one, overflow."""
 
     amplify: Callable
     split: Callable | None = None
+    long: bool = False
 
 
 def group_stability(problem, seed):
@@ -39,6 +42,11 @@ def group_stability(problem, seed):
         cases.append(Case(case_key("stable", vi, ci), "stable", variant, cfg, cast(call, "float32"), lens=form(problem, "query")))
         cases.append(Case(case_key("stable", vi, ci, "float64"), "stable", variant, cfg, cast(call, "float64"),
                           lens=form(problem, "query"), tags=frozenset({"float64"})))  # exp(1e4) overflows float64 too
+    if options(problem, "stability").long:
+        for case in long_cases(problem, seed, "stable"):
+            options(problem, "stability").amplify(case.call["args"], case.call["state"], {**case.cfg, **case.variant})
+            case.call = cast(case.call, "float32")
+            cases.append(case)
     split = options(problem, "stability").split
     if split is not None:
         cases += _split_cases(problem, seed, split)
@@ -78,6 +86,18 @@ def _nonfinite_at_ordinary_scale(ctx) -> bool:
     return False
 
 
+def _short_calls_finite(ctx) -> bool:
+    """Are the other stability calls' outputs finite wherever the reference's are (only the long call overflows)?"""
+    for case in ctx.of("stable"):
+        got, ref = ctx.got.get(case.key), ctx.ref.get(case.key)
+        if "long" in case.tags or got is None or ref is None or not got.has_outputs:
+            continue
+        if any(g.shape == e.shape and (~torch.isfinite(g) & torch.isfinite(e)).any()
+               for g, e in zip(got.outputs, ref.outputs)):
+            return False
+    return True
+
+
 def check_stability(ctx):
     for case in ctx.of("stable"):
         got, expected = ctx.outputs(case), ctx.expected(case)
@@ -86,6 +106,11 @@ def check_stability(ctx):
                 if _nonfinite_at_ordinary_scale(ctx):
                     ctx.fail(case, f"{name} has NaN or inf, as it has on calls with ordinary scores (see parity): the "
                              "NaN does not come from the scores' size; find where it first appears in those calls")
+                elif "long" in case.tags and _short_calls_finite(ctx):
+                    ctx.fail(case, f"{name} has NaN or inf with scores of magnitude ~1e4 on this long call only (the "
+                             "short ones are finite): where keys are taken a part at a time, each part's exp and what "
+                             "was summed before must be rescaled to the running maximum, the largest score so far, "
+                             "not the first part's (exp(m_old - m_new), as FlashAttention's online softmax does)")
                 else:
                     ctx.fail(case, f"{name} has NaN or inf with scores of magnitude ~1e4: subtract the row maximum "
                              f"before exp ({'e - e.max()' if returns_arrays(ctx.problem) else 'torch.softmax does this for you'})")
