@@ -232,3 +232,50 @@ def test_partitions_merged_under_the_first_maximum_fail_on_the_long_stability_ca
     failed = [c for c in report.problem("paged_attention").checks if c.status == "failed"]
     assert [c.id for c in failed] == ["stability"], [(c.id, c.message) for c in failed]
     assert "long call only" in failed[0].message and "running maximum" in failed[0].message
+
+
+def test_a_returned_cache_that_views_a_buffer_written_again_fails(tmp_path):
+    """A static KV buffer kept on the module, as inference servers preallocate one: under no_grad the cache comes back
+    as a view of it, right on every call alone; the next call writes the buffer again, and the cache the first call
+    returned (a beam, another conversation) changes under its holder."""
+    code = _patched("causal_self_attention", "        if cache is not None:\n            k = torch.cat(",
+                    "        if not torch.is_grad_enabled():\n"
+                    "            buf = getattr(self, '_buf', None)\n"
+                    "            if buf is None or buf.shape[:2] != (2, B) or buf.shape[-2] < P + T or buf.dtype != k.dtype:\n"
+                    "                buf = self._buf = k.new_zeros(2, B, self.Hkv, 4096, self.d)\n"
+                    "            if cache is not None:\n"
+                    "                buf[0, :, :, :P], buf[1, :, :, :P] = cache\n"
+                    "            buf[0, :, :, P:P + T], buf[1, :, :, P:P + T] = k, v\n"
+                    "            k, v = buf[0, :, :, :P + T], buf[1, :, :, :P + T]\n"
+                    "        elif cache is not None:\n            k = torch.cat(")
+    report = grade(make_impl(tmp_path, {"causal_self_attention.py": code, "rope.py": (SOLUTIONS / "rope.py").read_text()}),
+                   ["causal_self_attention"], sandbox=False)
+    failed = [c for c in report.problem("causal_self_attention").checks if c.status == "failed"]
+    assert [c.id for c in failed] == ["side_effects"], [(c.id, c.message) for c in failed]
+    assert "returned by an earlier call changed" in failed[0].message
+
+
+def test_a_table_of_4096_positions_fails_on_the_far_call(tmp_path):
+    """Model code sizes its RoPE table by max_position_embeddings: right up to 4096 positions, every call before drawn
+    stops at 1098; the far call (2 tokens after a cache of 8209) does not."""
+    code = _patched("causal_self_attention", "        positions = torch.arange(P, P + T, device=x.device)",
+                    "        positions = torch.arange(4096, device=x.device)[P:P + T]  # a table of 4096 positions")
+    report = grade(make_impl(tmp_path, {"causal_self_attention.py": code, "rope.py": (SOLUTIONS / "rope.py").read_text()}),
+                   ["causal_self_attention"], sandbox=False)
+    assert _check(report, "causal_self_attention", "parity_float64").status == "failed"
+    assert "P=8209" in _check(report, "causal_self_attention", "parity_float64").message
+
+
+@pytest.mark.parametrize("pid, old, new, check", [
+    ("scaled_dot_product_attention", "scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",  # BERT's constant
+     "scores.masked_fill(~mask, -1e4)", "stability"),
+    ("masked_softmax", "torch.arange(scores.shape[-1], device=scores.device)",  # positions rounded past 2048
+     "torch.arange(scores.shape[-1], device=scores.device, dtype=torch.float16)", "parity_float64"),
+    ("luong_attention", "        if score not in modes:", "        score = score.lower()\n        if score not in modes:",
+     "parameters"),  # "DOT" accepted: any other score raises
+], ids=["fill_minus_1e4_within_1_of_valid", "float16_positions_past_2048", "score_lowercased"])
+def test_wrong_code_that_helper_21_found_fails(tmp_path, pid, old, new, check):
+    """Right on every call drawn before: valid scores 10 above a -1e4 fill (it leaked exp(-10)), keys below 2048, and
+    scores named in lower case only."""
+    report = grade(make_impl(tmp_path, {f"{pid}.py": _patched(pid, old, new)}), [pid], sandbox=False)
+    assert _check(report, pid, check).status == "failed", [(c.id, c.status) for c in report.problem(pid).checks]

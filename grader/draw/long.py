@@ -15,19 +15,25 @@ LONG = {"B": 2, "H": 2, "Tq": 67, "Tk": 1031}
 """Prime lengths past 1024 keys and 64 queries; two batch rows and two heads."""
 
 
-def long_cases(problem, seed: int, group: str, block_args=(), sizes=None) -> list[Case]:
+FAR = {"B": 1, "H": 2, "Tq": 2, "Tk": 8209}
+"""A decoding call at far positions: 2 queries after 8209 keys, past the 2048, 4096 and 8192 positions that model code
+sizes its tables by (max_position_embeddings: RoPE's cos and sin, ALiBi's bias)."""
+
+
+def long_cases(problem, seed: int, group: str, block_args=(), sizes=None, name: str = "long") -> list[Case]:
     """Float64 calls, one per variant, of LONG's sizes with the mask rule's long form (per-query masking, some query
     with no allowed key; a causal flag set), every
     integer tensor (lengths, positions, tables) as int32 (the contract asks an integer tensor, not int64: lengths past
     127 and 255 are drawn here); the arguments in `block_args` (the block settings other calls vary) at their
-    defaults, which long inputs are run with. `sizes`: other sizes than LONG (a spec's, where its calls cost more)."""
+    defaults, which long inputs are run with. `sizes`: other sizes than LONG (a spec's, where its calls cost more, or
+    FAR); `name`, the last part of their keys."""
     raw = {**draw_configs(seed)[0], **(sizes or LONG)}
     cases = []
     for vi, variant, ci, _, _ in each_case(problem, seed):
         if ci != 0:
             continue
         cfg = problem.fit(raw, variant)
-        gen = lambda *p: generator(seed, problem.id, vi, "long", *p)  # noqa: E731
+        gen = lambda *p: generator(seed, problem.id, vi, name, *p)  # noqa: E731
         kind = form(problem, rule(problem).long)
         call = base_call(problem, cfg, variant, gen(), make_mask(problem, kind, cfg, gen("lens")))
         call["args"] = [_int32(a) for a in call["args"]]
@@ -35,7 +41,7 @@ def long_cases(problem, seed: int, group: str, block_args=(), sizes=None) -> lis
         if defaults:
             call = with_args(problem, call, defaults)
         tags = {"long", "block"} if defaults else {"long"}  # block settings at their defaults: a block call too
-        cases.append(Case(case_key(group, vi, ci, "long"), group, variant, cfg, call, lens=kind, tags=frozenset(tags)))
+        cases.append(Case(case_key(group, vi, ci, name), group, variant, cfg, call, lens=kind, tags=frozenset(tags)))
     return cases
 
 

@@ -242,6 +242,7 @@ PROBLEM = Problem(
     banned=LLM_BANNED,
     options={  # each check's options (the check units in judge/checks/ declare them)
         "stability": {"amplify": amplify_qk, "split": split_qk, "long": True},
+        "parity_float64": {"far": True},  # positions past 8192: a table of max_position_embeddings fails
         "oracle": {"call": _oracle},
         "companion": {"calls": _companions},
         "masking": {"permuted": False},  # the bias depends on each key's position: their order matters

@@ -250,6 +250,7 @@ PROBLEM = Problem(
     trailing=_trailing,
     options={  # each check's options (the check units in judge/checks/ declare them)
         "stability": {"amplify": _amplify, "long": True},
+        "parity_float64": {"far": True},  # positions past 8192: a table of max_position_embeddings fails
         "memory": {
             "calls": _memory,
             "fit": _memory_fit,

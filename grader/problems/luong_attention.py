@@ -136,6 +136,7 @@ PROBLEM = Problem(
         ({"query_dim": 4, "key_dim": 6, "score": "scaled_dot"}, "scaled_dot with query_dim != key_dim", ()),
         ({"query_dim": 4, "key_dim": 6, "score": "concat", "attn_dim": None}, "concat with attn_dim=None", ()),
         ({"query_dim": 4, "key_dim": 4, "score": "bilinear"}, "an unknown score", MODES),
+        ({"query_dim": 4, "key_dim": 4, "score": "DOT"}, "a score in other letters", MODES),  # no other spelling
     )},
     },
     mistakes=MISTAKES,

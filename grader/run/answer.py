@@ -28,6 +28,7 @@ class Answer:
     devices: list = field(default_factory=list)
     changed: list = field(default_factory=list)  # arguments the call changed (decided by the grader, grading.py)
     inputs: list | None = None  # the inputs as the worker holds them after the call (compared by the grader)
+    earlier: list | None = None  # an inference call's earlier run: [its outputs as returned, the same tensors at the end]
     error: Raised | None = None
     rejected: str | None = None  # why the grader refuses what came back (judge/context.decode): the learner's
     grader_error: bool = False  # the grader failed around the call, not the learner
@@ -42,8 +43,8 @@ class Answer:
     def has_outputs(self) -> bool:
         return self.ok and bool(self.runs)
 
-    KNOWN = ("ok", "outputs", "grads", "params", "state", "devices", "changed", "inputs", "error", "rejected",
-             "grader_error")
+    KNOWN = ("ok", "outputs", "grads", "params", "state", "devices", "changed", "inputs", "earlier", "error",
+             "rejected", "grader_error")
 
     @classmethod
     def of(cls, res) -> Answer | None:
@@ -54,7 +55,7 @@ class Answer:
         return cls(
             ok=res.get("ok") is True, runs=list(res.get("outputs") or []), grads=res.get("grads"),
             params=res.get("params"), state=res.get("state"), devices=list(res.get("devices") or []), changed=list(res.get("changed") or []),
-            inputs=res.get("inputs"), rejected=res.get("rejected"), grader_error=res.get("grader_error") is True,
+            inputs=res.get("inputs"), earlier=res.get("earlier"), rejected=res.get("rejected"), grader_error=res.get("grader_error") is True,
             error=None if error is None else Raised(error.get("type", ""), error.get("text", ""),
                                                     error.get("message", ""), bool(error.get("value_error"))),
             extra={k: v for k, v in res.items() if k not in cls.KNOWN},

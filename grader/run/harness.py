@@ -102,7 +102,9 @@ def execute(call: dict, target) -> dict:
             _weights(fn, warm.get("state") or {}, device, call["dtype"])
             with _ours("preparing the earlier run's inputs"):
                 earlier = [_prepare(a, device, False, hooks) for a in warm["args"]]
-            _run(fn, earlier, call, hooks, convert)
+            before_out = _run(fn, earlier, call, hooks, convert)
+            with _ours("copying the earlier run's outputs"):
+                kept = [o.detach().cpu().clone() for o in before_out]  # as they came back, for the grader to compare
             _weights(fn, call.get("state") or {}, device, call["dtype"])
             with _ours("refilling the inputs"):
                 args = [_refill(w, a) for w, a in zip(earlier, args)] + args[len(earlier):]
@@ -123,6 +125,8 @@ def execute(call: dict, target) -> dict:
         result["devices"] = [o.device.type for o in outs]
         result["changed"] = [i for i, (a, b) in enumerate(zip(flat_inputs(args), flat_inputs(before)))
                              if b is not None and not _same(a, b)]
+        if warm:  # the earlier run's outputs as they came back and as they are now (a buffer written again?)
+            result["earlier"] = [kept, [o.detach().cpu() for o in before_out]]
         if call.get("return_inputs"):  # a worker: the inputs as they are now, for the grader to compare itself
             result["inputs"] = [_as_tensor(t) for t in flat_inputs(args)]
     if want_grad:

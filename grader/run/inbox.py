@@ -144,7 +144,7 @@ def result(res) -> dict:
     for key, value in res.items():
         if key == "ok":
             continue
-        if key == "outputs":
+        if key in ("outputs", "earlier"):  # earlier: an inference call's earlier run, [as returned, as at the end]
             out[key] = _list(value, lambda run: _list(run, _tensor))
         elif key == "params":
             out[key] = {_str(n): _list(s, _int) for n, s in _dict(value).items()}

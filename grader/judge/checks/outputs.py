@@ -6,14 +6,14 @@ from typing import Callable
 
 import torch
 
-from ..compare import argmax_index, tolerance
+from ..compare import argmax_index, same_values, tolerance
 from ..context import returns_arrays, valid_mask
 from ..registry import Check, options, register
 from ...draw.describe import arg_name
 from ...draw.groups import NEGATIVE, carried_cases, case_key, each_case, form, negative_cases, pairwise, with_args
 from .device import group_cuda
 from ...draw.conventions import convention_cases
-from ...draw.long import long_cases
+from ...draw.long import FAR, long_cases
 from ...draw.tied import tied_cases
 from ...draw.scenarios import Case, base_call, dim_names, make_mask, mask_kinds, output_shapes
 
@@ -26,6 +26,7 @@ class PartialBlocks:
 
     blocks: Callable = lambda cfg: ()
     long: dict | None = None  # the long calls' sizes where not draw/long.py's LONG (a kernel interpreted: smaller)
+    far: bool = False  # also a call at far positions (draw/long.py's FAR), where code may size a table of positions
     conventions: tuple = ("strided", "kw", "alias", "inference")  # the calling conventions drawn (draw/conventions.py): a kernel's
     # launcher reads the memory it is given, so the kernels stage leaves non-contiguous inputs out
 
@@ -40,7 +41,7 @@ def group_base(problem, seed):
     kind at least once (pairwise: each factor's interactions with each other factor, not their full product); the
     same for block settings, where the problem has them; on config 0, also every valid score far below 0 (about
     NEGATIVE) next to masked keys, where the spec can arrange it, and the masking forms that two equal sizes make
-    ambiguous, with those sizes equal (draw/tied.py), one long call per variant (draw/long.py), and the calls a
+    ambiguous, with those sizes equal (draw/tied.py), one long call per variant (and one at far positions where the spec asks: draw/long.py), and the calls a
     model's code makes (draw/conventions.py: strided, by keyword, aliased)."""
     cells = list(each_case(problem, seed))
     kinds = {(vi, ci): mask_kinds(problem, cfg) for vi, _, ci, cfg, _ in cells}
@@ -64,7 +65,8 @@ def group_base(problem, seed):
     block_args = {name for drawn in settings.values() for overrides in drawn for name in overrides}
     return (cases + negative_cases(problem, seed, "base", NEGATIVE, "float64") + tied_cases(problem, seed, "base")
             + convention_cases(problem, seed, "base", options(problem, "parity_float64").conventions)
-            + long_cases(problem, seed, "base", block_args, options(problem, "parity_float64").long))
+            + long_cases(problem, seed, "base", block_args, options(problem, "parity_float64").long)
+            + (long_cases(problem, seed, "base", block_args, FAR, "far") if options(problem, "parity_float64").far else []))
 
 
 def group_float32(problem, seed):
@@ -135,6 +137,12 @@ def check_side_effects(ctx):
             name = arg_name(ctx.problem, case.call, res.changed[0])
             ctx.fail(case, f"the call modified its input `{name}` in place; work on a "
                      "copy (masked_fill, not masked_fill_; x = x + 1, not x += 1)")
+        overwritten = _overwritten(case, res)
+        if overwritten is not None:
+            ctx.fail(case, f"{ctx.problem.outputs[overwritten]} returned by an earlier call changed when the same "
+                     f"{'module' if ctx.problem.is_module else 'function'} was called again: a caller keeps what a "
+                     "call returned (a beam, a second conversation), so return new tensors (torch.cat, .clone()), "
+                     "never views of a buffer that a later call writes again")
     for case in ctx.of("base") + ctx.of("f32") + ctx.of("f32_carried") + ctx.of("half_cpu"):
         raised = ctx.got.get(case.key)
         if case.group == "half_cpu" and raised is not None and not (raised.ok or raised.rejected or raised.grader_error):
@@ -156,6 +164,19 @@ register(Check("shapes", "output shapes (B=1, Tk=1, Tq != Tk, ...)", {"base": gr
 register(Check("weight_sums", "rows sum to 1, masked weights exactly 0", {"base": group_base}, check_weight_sums,
                needs=lambda p: None if p.weights_index is not None else "an output with role 'weights'", concepts=(("masking", None),),
                rows_sum_to_one=True))
+def _overwritten(case, res) -> int | None:
+    """The first output of an inference call's earlier run (draw/conventions.py) that changed by the end of the call,
+    unless it is now one of the call's own input tensors, which the grader refilled (a given cache returned as is)."""
+    if not res.earlier or len(res.earlier) != 2:
+        return None
+    inputs = [t for a in case.call["args"] for t in (a if isinstance(a, (tuple, list)) else (a,))
+              if isinstance(t, torch.Tensor)]
+    for i, (then, now) in enumerate(zip(*res.earlier)):
+        if not same_values(then, now) and not any(same_values(now, t) for t in inputs):
+            return i
+    return None
+
+
 def _answered(ctx):
     """(case, result) of every call of the problem that the worker answered without raising, in key order."""
     for key in sorted(ctx.cases):

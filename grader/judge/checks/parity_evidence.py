@@ -91,7 +91,7 @@ def _said(problem, pick) -> str:
         elif name == "convention":
             parts.append(WORDS[value])
         elif name == "long":
-            parts.append("long inputs (hundreds of keys, dozens of queries or steps)" if value else "short inputs")
+            parts.append("long inputs (a thousand keys or more, or dozens of queries or steps)" if value else "short inputs")
         elif name in ("decoding step", "one head"):
             parts.append({"decoding step": "one query after several keys (a decoding step)",
                           "one head": "a single head"}[name] if value else f"no {name}")

@@ -30,10 +30,15 @@ class Amplify:
     long: bool = False
 
 
+LOW = -0.9999 * SCORE_BOUND
+"""Where valid scores sit in the negative and split calls: within 1 of -1e4, so that masked keys filled with -1e4
+(BERT's constant) weigh as much as valid ones there (a fill 10 below them leaked only exp(-10), inside the tolerance)."""
+
+
 def group_stability(problem, seed):
     """float32 and float64 with scores of magnitude ~1e4, and (where the spec can arrange it) float32 with every valid
     score near -1e4 next to masked keys."""
-    cases = negative_cases(problem, seed, "stable", -0.999 * SCORE_BOUND, "float32")
+    cases = negative_cases(problem, seed, "stable", LOW, "float32")
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
             continue
@@ -66,7 +71,7 @@ def _split_cases(problem, seed, split):
         lens = make_lens("batch", cfg, g, low=1)
         call = base_call(problem, cfg, variant, g, rule(problem).from_lengths(problem, cfg, lens))
         masked = torch.arange(cfg["Tk"])[None, :] >= lens[:, None]  # (B, Tk)
-        split(call["args"], call["state"], {**cfg, **variant}, masked, -0.999 * SCORE_BOUND, 0.999 * SCORE_BOUND)
+        split(call["args"], call["state"], {**cfg, **variant}, masked, LOW, -LOW)
         for dtype in ("float32", "float64"):  # a fill that is far enough below in one dtype only fails the other
             cases.append(Case(case_key("stable", vi, ci, "split", dtype), "stable", variant, cfg, cast(call, dtype),
                               lens=form(problem, "batch"), tags=frozenset({"split"})))
