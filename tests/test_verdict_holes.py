@@ -279,3 +279,24 @@ def test_wrong_code_that_helper_21_found_fails(tmp_path, pid, old, new, check):
     scores named in lower case only."""
     report = grade(make_impl(tmp_path, {f"{pid}.py": _patched(pid, old, new)}), [pid], sandbox=False)
     assert _check(report, pid, check).status == "failed", [(c.id, c.status) for c in report.problem(pid).checks]
+
+
+def test_a_state_written_in_place_under_no_grad_fails(tmp_path):
+    """A decoder that saves an allocation in inference: the new h and c copied into the caller's state tensors, which
+    the grader's calls under no_grad now give (where its own draws never carry a state)."""
+    code = _patched("attentional_decoder", "        h, c = self.cell(torch.cat((y_t, o), dim=-1), (h, c))",
+                    "        h_new, c_new = self.cell(torch.cat((y_t, o), dim=-1), (h, c))\n"
+                    "        if not torch.is_grad_enabled():\n"
+                    "            h.copy_(h_new)\n            c.copy_(c_new)\n"
+                    "        h, c = h_new, c_new")
+    report = grade(make_impl(tmp_path, {"attentional_decoder.py": code}), ["attentional_decoder"], sandbox=False)
+    failed = [c for c in report.problem("attentional_decoder").checks if c.status == "failed"]
+    assert [c.id for c in failed] == ["side_effects"], [(c.id, c.message) for c in failed]
+    assert "modified its input `state`" in failed[0].message
+
+
+def test_a_softmax_that_subtracts_the_maximum_only_above_80_fails(tmp_path):
+    """NumPy's overflow guarded, its underflow not: every score near -1e4 makes each exp 0 and alpha 0 / 0."""
+    code = _patched("numpy_additive_attention", "    e = e - e.max()", "    e = e - e.max() if e.max() > 80 else e")
+    report = grade(make_impl(tmp_path, {"numpy_additive_attention.py": code}), ["numpy_additive_attention"], sandbox=False)
+    assert _check(report, "numpy_additive_attention", "stability").status == "failed"

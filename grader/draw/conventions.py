@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .groups import case_key, each_case, form
+from .groups import carried_cases, case_key, each_case, form
 from .scenarios import Case, base_call, make_mask
 
 WORDS = {"strided": "non-contiguous inputs (transposed views)", "kw": "the optional arguments passed by keyword",
@@ -66,6 +66,17 @@ def convention_cases(problem, seed: int, group: str, allowed=tuple(WORDS)) -> li
             cases.append(Case(case_key(group, vi, ci, name), group, variant, cfg, c, lens=kind,
                               tags=frozenset({"convention", name})))
     return cases
+
+
+def inference_carried(problem, seed: int, group: str) -> list[Case]:
+    """Inference given a cache or state, where the spec's own draws never carry one (groups.carried_cases), after an
+    earlier call of the same module: a decoder's step under no_grad must not write the new state into the given one.
+    For the side effects only (a given cache need not be what the memory projects: no oracle holds)."""
+    earlier = {c.key.split("/")[1]: c.call for c in carried_cases(problem, seed, group + "_earlier")}
+    return [Case(case_key(group, *c.key.split("/")[1:3], "inference"), group, c.variant, c.cfg,
+                 dict(c.call, no_grad=True, warm={key: earlier[c.key.split("/")[1]][key] for key in ("args", "state")}),
+                 lens=c.lens, tags=frozenset({"convention", "inference"}))
+            for c in carried_cases(problem, seed, group)]
 
 
 def words(call: dict) -> str:

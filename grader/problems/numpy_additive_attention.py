@@ -60,6 +60,15 @@ def _amplify(args, state, cfg):
     args[4].mul_(SCORE_BOUND / args[4].abs().sum())
 
 
+def _negative(args, state, cfg, to):
+    """Every e_j near `to` (|to| <= 1e4): W_a s_prev = 20 in each of the d features and |U_a h_j| < 1 there, so each
+    tanh is within 1e-15 of 1, and v_a = to / d: e_j = sum(v_a) * (1 - tiny), their differences below float64's ulp."""
+    s, h, W, U, v = args
+    W.copy_(20.0 * torch.outer(torch.ones(W.shape[0], dtype=W.dtype), s) / s.dot(s))
+    U.mul_(0.5 / max((h @ U.T).abs().max().item(), 1e-12))
+    v.fill_(to / v.numel())
+
+
 PROBLEM = Problem(
     id="numpy_additive_attention",
     title="Additive attention in NumPy",
@@ -92,6 +101,7 @@ PROBLEM = Problem(
     imports="import numpy as np\n",
     fit=lambda cfg, variant: {**cfg, "T": cfg["Tk"], "n_s": cfg["dq"], "n_h": cfg["dv"], "d": cfg["h"]},
     inputs=_inputs,
+    negative=_negative,
     options={  # each check's options (the check units in judge/checks/ declare them)
         "stability": {"amplify": _amplify},
     },

@@ -12,7 +12,7 @@ from ..registry import Check, options, register
 from ...draw.describe import arg_name
 from ...draw.groups import NEGATIVE, carried_cases, case_key, each_case, form, negative_cases, pairwise, with_args
 from .device import group_cuda
-from ...draw.conventions import convention_cases
+from ...draw.conventions import convention_cases, inference_carried
 from ...draw.long import FAR, long_cases
 from ...draw.tied import tied_cases
 from ...draw.scenarios import Case, base_call, dim_names, make_mask, mask_kinds, output_shapes
@@ -114,6 +114,11 @@ def check_weight_sums(ctx):
                      "key must sum to 1")
 
 
+def group_inference_carried(problem, seed):
+    """float64 calls under no_grad given a random cache or state, after an earlier call (draw/conventions.py)."""
+    return inference_carried(problem, seed, "inference_carried")
+
+
 def group_carried32(problem, seed):
     """float32 calls given a random cache or state, where the spec's own draws never carry one."""
     return carried_cases(problem, seed, "f32_carried", dtype="float32")
@@ -186,5 +191,5 @@ def _answered(ctx):
 
 
 register(Check("side_effects", "inputs untouched, dtype and device kept",
-               {"base": group_base, "f32": group_float32, "f32_carried": group_carried32, "half_cpu": group_half_cpu},
-               check_side_effects))
+               {"base": group_base, "f32": group_float32, "f32_carried": group_carried32, "half_cpu": group_half_cpu,
+                "inference_carried": group_inference_carried}, check_side_effects))
