@@ -212,3 +212,17 @@ def test_a_wrong_number_of_outputs_is_the_learners_failure(answers):
     checks = [_run_check(CHECKS[cid], ctx, pts, True) for cid, pts in problem.points.items()
               if not CHECKS[cid].needs_cuda]
     assert all(c.status == "failed" and "0 outputs came back, expected 1" in c.message for c in checks)
+
+
+@pytest.mark.parametrize("kind", ["quantized", "subclass", "nested"])
+def test_an_earlier_runs_outputs_are_decoded_too(answers, kind):
+    """An inference call's earlier outputs (compared by side_effects) are read only once decoded as the outputs are: a
+    tensor the grader cannot compare there is the learner's failure of that call, never a crash of the check."""
+    problem, cases, refs, got = answers
+    make, name = DIRECT[kind]
+    odd = {k: (dict(r, earlier=[[make(o) for o in r["earlier"][0]], r["earlier"][1]]) if "earlier" in r else r)
+           for k, r in got.items()}
+    assert any("earlier" in r for r in got.values())  # the plan has an inference call, answered with its earlier run
+    ctx = Context(problem, cases, odd, refs, seed=0)
+    check = _run_check(CHECKS["side_effects"], ctx, problem.points["side_effects"], True)
+    assert check.status == "failed" and "from the earlier call" in check.message and name in check.message, check.message

@@ -83,6 +83,15 @@ def _refused(problem, case, res, numpy: bool) -> str | None:
             why = _not_float(t, want, numpy)
             if why:
                 return f"returned {name} as {why}"
+    earlier = res.get("earlier")  # an inference call's earlier run, as returned and at the end: read as the outputs are
+    if earlier is not None:
+        if not call.get("warm") or not isinstance(earlier, list) or len(earlier) != 2 \
+                or not all(isinstance(r, list) and len(r) == n_out for r in earlier):
+            return "the earlier call's outputs came back in a form the grader cannot read"
+        for name, t in ((n, t) for r in earlier for n, t in zip(names, r)):
+            why = _not_float(t, want, numpy)
+            if why:
+                return f"returned {name} from the earlier call as {why}"
     grads = res.get("grads")
     if call.get("grad_out") is not None and not isinstance(grads, dict):
         return "no gradients came back"
