@@ -102,3 +102,36 @@ def test_learner_prints_do_not_reach_the_grader_output(tmp_path, capfd):
     p, _ = graded(tmp_path, {"additive_attention.py": additive("print('NOISE' * 10)")})
     assert p.status == "passed"
     assert "NOISE" not in capfd.readouterr().out
+
+
+def test_the_deadline_moves_by_the_wait_for_a_cpu_only_and_within_its_grants(monkeypatch):
+    """A worker that waited for a CPU behind the others gets that wait back, up to QUEUED_GRANTS more timeouts; one that waited
+    for nothing (a sleep, an endless loop running alone) is stopped at its deadline. The wait is the kernel's count,
+    read by the grader from /proc."""
+    import subprocess
+    import sys
+
+    from attnkit.results import Trouble
+    from attnkit.run.handle import QUEUED_GRANTS, Worker
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        w = Worker(None, child, "/dev/null", 4.0)
+        w.hello, w.pending = {}, ["k"]
+        assert isinstance(w._queued(), float)  # the real count of a real process
+        waits = iter([0.0, 3.0, 3.0, 9.0, 100.0])
+        monkeypatch.setattr(w, "_queued", lambda: next(waits))
+        monkeypatch.setattr(w, "close", lambda: None)
+        w.queued, w.deadline = w._queued(), 100.0
+        w.check_deadline(101.0)  # waited 3 s: the deadline moves by 3
+        assert w.failure is None and w.deadline == 103.0
+        w.check_deadline(104.0)  # no more wait since: stopped
+        assert w.end is Trouble.TIMEOUT and "timed out after 4 s" in w.failure
+        w.failure = w.end = None
+        w.check_deadline(104.0)  # 6 s more wait, within the grants left (QUEUED_GRANTS timeouts in all)
+        assert w.failure is None and w.deadline == 109.0 and w.granted == 9.0
+        w.check_deadline(110.0)  # 91 s more wait: capped at 3 timeouts (12 s) in all
+        assert w.failure is None and w.granted == QUEUED_GRANTS * 4.0 and w.deadline == 112.0
+    finally:
+        child.kill()
+        child.wait()

@@ -72,11 +72,11 @@ def inference_carried(problem, seed: int, group: str) -> list[Case]:
     """Inference given a cache or state, where the spec's own draws never carry one (groups.carried_cases), after an
     earlier call of the same module: a decoder's step under no_grad must not write the new state into the given one.
     For the side effects only (a given cache need not be what the memory projects: no oracle holds)."""
-    earlier = {c.key.split("/")[1]: c.call for c in carried_cases(problem, seed, group + "_earlier")}
-    return [Case(case_key(group, *c.key.split("/")[1:3], "inference"), group, c.variant, c.cfg,
-                 dict(c.call, no_grad=True, warm={key: earlier[c.key.split("/")[1]][key] for key in ("args", "state")}),
+    given, earlier = carried_cases(problem, seed, group), carried_cases(problem, seed, group + "_earlier")
+    return [Case(f"{c.key}/inference", group, c.variant, c.cfg,
+                 dict(c.call, no_grad=True, warm={"args": e.call["args"], "state": e.call["state"]}),
                  lens=c.lens, tags=frozenset({"convention", "inference"}))
-            for c in carried_cases(problem, seed, group)]
+            for c, e in zip(given, earlier)]
 
 
 def words(call: dict) -> str:

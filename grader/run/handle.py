@@ -22,6 +22,12 @@ from .worker import serve
 STARTUP = 120.0  # seconds for a worker to say hello (a sandbox importing torch on a loaded machine)
 
 
+QUEUED_GRANTS = 3
+"""How many timeouts more a worker's deadline may move by its wait for a CPU: the other workers of a grading on two
+cores (one of them spinning) can keep a correct worker waiting longer than its own timeout; a submission that starves
+its own main thread with processes of its own gains at most this much."""
+
+
 class Worker(Measured):
     """One problem's worker process and everything it has reported."""
 
@@ -39,6 +45,9 @@ class Worker(Measured):
         self.fault = False  # it stopped before its hello: before any learner code ran, so never the learner's doing
         self.stop_sent = False
         self.sending = threading.Lock()
+        self.host: int | None = None  # the worker's pid as seen here (found once, from its hello inside bubblewrap)
+        self.queued: float | None = None  # its wait for a CPU when its clock last started or moved (None: unreadable)
+        self.granted = 0.0  # seconds the deadline has moved for that wait
         self.measured()
 
     @classmethod
@@ -161,12 +170,12 @@ class Worker(Measured):
 
     def _grant_queued(self) -> bool:
         """Move the deadline past the time the worker waited for a CPU since its clock started (runnable but not run:
-        other workers on too few cores, the grader's doing, never the learner's), up to `timeout` more in all; True
+        other workers on too few cores, the grader's doing, never the learner's), up to QUEUED_GRANTS timeouts more in all; True
         where it moved. Read by the grader from /proc (the kernel's scheduler statistics), never from the worker."""
         queued = self._queued()
-        if queued is None or getattr(self, "queued", None) is None:
+        if queued is None or self.queued is None:
             return False
-        more = min(queued - self.queued, self.timeout - self.granted)
+        more = min(queued - self.queued, QUEUED_GRANTS * self.timeout - self.granted)
         if more < 0.25:
             return False
         self.deadline += more
@@ -177,8 +186,8 @@ class Worker(Measured):
         """Seconds the worker's main thread has spent runnable but waiting for a CPU (/proc/<pid>/schedstat's second
         field); None where that cannot be read."""
         try:
-            if getattr(self, "host", None) is None:  # found once (inside bubblewrap: a search of /proc)
-                self.host = self.locate(self.hello) if getattr(self, "locate", None) is not None else self.proc.pid
+            if self.host is None:  # found once (inside bubblewrap: a search of /proc)
+                self.host = self.locate(self.hello) if self.locate is not None else self.proc.pid
             with open(f"/proc/{int(self.host)}/schedstat") as f:
                 return int(f.read().split()[1]) / 1e9
         except (OSError, ValueError, IndexError, TypeError, AttributeError, LookupError):

@@ -23,8 +23,10 @@ both sides are driven identically. A call is a plain dict:
              names them; the others by position
   alias:     None, or [[i, j], ...]: argument j is argument i's very tensor (values is keys, as in self-attention)
   warm:      None, or {"args": [...], "state": {...} or None}: a run first on the same module (or function), with
-             those weights, its outputs dropped; then the call's weights are loaded and its values written into that
-             run's very input tensors (where type, shape and dtype match), as a model reuses its buffers
+             those weights; then the call's weights are loaded and its values written into that run's very input
+             tensors (where type, shape and dtype match), as a model reuses its buffers. Its outputs come back as
+             result["earlier"]: [as that run returned them (copied), the same tensors after the call], for the
+             grader to compare (a returned tensor that a later call writes again)
   no_grad:   True: every run under torch.no_grad() (inference; never with grad_out)
   hooks:     {name: options}: worker-side hooks (run/hooks/: a chain of calls, an allocation measurement, autograd
              refused, banned functions, NumPy arrays, or an extension's), each declared by the check or spec
@@ -98,7 +100,7 @@ def execute(call: dict, target) -> dict:
         if call.get("no_grad") and not want_grad:
             stack.enter_context(torch.no_grad())
         states = [stack.enter_context(h.around(options)) for h, options in hooks]
-        if warm:  # a run before, its outputs dropped; then the call's weights, and its values in the same tensors
+        if warm:  # a run before, its outputs kept aside; then the call's weights, and its values in the same tensors
             _weights(fn, warm.get("state") or {}, device, call["dtype"])
             with _ours("preparing the earlier run's inputs"):
                 earlier = [_prepare(a, device, False, hooks) for a in warm["args"]]

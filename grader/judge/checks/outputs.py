@@ -41,8 +41,8 @@ def group_base(problem, seed):
     kind at least once (pairwise: each factor's interactions with each other factor, not their full product); the
     same for block settings, where the problem has them; on config 0, also every valid score far below 0 (about
     NEGATIVE) next to masked keys, where the spec can arrange it, and the masking forms that two equal sizes make
-    ambiguous, with those sizes equal (draw/tied.py), one long call per variant (and one at far positions where the spec asks: draw/long.py), and the calls a
-    model's code makes (draw/conventions.py: strided, by keyword, aliased)."""
+    ambiguous, with those sizes equal (draw/tied.py), one long call per variant (and one at far positions where the
+    spec asks: draw/long.py), and the calls a model's code makes (draw/conventions.py: strided, by keyword, aliased)."""
     cells = list(each_case(problem, seed))
     kinds = {(vi, ci): mask_kinds(problem, cfg) for vi, _, ci, cfg, _ in cells}
     chosen = pairwise(kinds)
@@ -136,6 +136,19 @@ def group_half_cpu(problem, seed):
     return group_cuda(problem, seed, HALF, "half_cpu", options(problem, "cuda_half").within, "cpu", reference=False)
 
 
+def _overwritten(case, res) -> int | None:
+    """The first output of an inference call's earlier run (draw/conventions.py) that changed by the end of the call,
+    unless it is now one of the call's own input tensors, which the grader refilled (a given cache returned as is)."""
+    if not res.earlier:  # decoded (judge/context.py): two runs of the call's outputs
+        return None
+    inputs = [t for a in case.call["args"] for t in (a if isinstance(a, (tuple, list)) else (a,))
+              if isinstance(t, torch.Tensor)]
+    for i, (then, now) in enumerate(zip(*res.earlier)):
+        if not same_values(then, now) and not any(same_values(now, t) for t in inputs):
+            return i
+    return None
+
+
 def check_side_effects(ctx):
     for case, res in _answered(ctx):  # every call the worker answered, whichever check drew it
         if res.changed:
@@ -169,17 +182,6 @@ register(Check("shapes", "output shapes (B=1, Tk=1, Tq != Tk, ...)", {"base": gr
 register(Check("weight_sums", "rows sum to 1, masked weights exactly 0", {"base": group_base}, check_weight_sums,
                needs=lambda p: None if p.weights_index is not None else "an output with role 'weights'", concepts=(("masking", None),),
                rows_sum_to_one=True))
-def _overwritten(case, res) -> int | None:
-    """The first output of an inference call's earlier run (draw/conventions.py) that changed by the end of the call,
-    unless it is now one of the call's own input tensors, which the grader refilled (a given cache returned as is)."""
-    if not res.earlier or len(res.earlier) != 2:
-        return None
-    inputs = [t for a in case.call["args"] for t in (a if isinstance(a, (tuple, list)) else (a,))
-              if isinstance(t, torch.Tensor)]
-    for i, (then, now) in enumerate(zip(*res.earlier)):
-        if not same_values(then, now) and not any(same_values(now, t) for t in inputs):
-            return i
-    return None
 
 
 def _answered(ctx):

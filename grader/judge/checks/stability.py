@@ -78,29 +78,27 @@ def _split_cases(problem, seed, split):
     return cases
 
 
-def _nonfinite_at_ordinary_scale(ctx) -> bool:
-    """Does the learner's code return NaN or inf on a general call (ordinary scores) where the reference does not?
-    Then NaN at ~1e4 says nothing of the scores' size."""
-    for key, case in ctx.cases.items():
-        got, ref = ctx.got.get(key), ctx.ref.get(key)
-        if case.group not in ("base", "f32") or got is None or ref is None or not got.has_outputs:
+def _nonfinite_where(ctx, cases) -> bool:
+    """Does the learner's code return NaN or inf on any of `cases` where the reference does not?"""
+    for case in cases:
+        got, ref = ctx.got.get(case.key), ctx.ref.get(case.key)
+        if got is None or ref is None or not got.has_outputs:
             continue
-        if any(not torch.isfinite(g).all() and torch.isfinite(e).all() for g, e in zip(got.outputs, ref.outputs)
-               if g.shape == e.shape):
+        if any(g.shape == e.shape and (~torch.isfinite(g) & torch.isfinite(e)).any()
+               for g, e in zip(got.outputs, ref.outputs)):
             return True
     return False
 
 
+def _nonfinite_at_ordinary_scale(ctx) -> bool:
+    """NaN or inf on a general call (ordinary scores) where the reference has none? Then NaN at ~1e4 says nothing of
+    the scores' size."""
+    return _nonfinite_where(ctx, [c for c in ctx.cases.values() if c.group in ("base", "f32")])
+
+
 def _short_calls_finite(ctx) -> bool:
     """Are the other stability calls' outputs finite wherever the reference's are (only the long call overflows)?"""
-    for case in ctx.of("stable"):
-        got, ref = ctx.got.get(case.key), ctx.ref.get(case.key)
-        if "long" in case.tags or got is None or ref is None or not got.has_outputs:
-            continue
-        if any(g.shape == e.shape and (~torch.isfinite(g) & torch.isfinite(e)).any()
-               for g, e in zip(got.outputs, ref.outputs)):
-            return False
-    return True
+    return not _nonfinite_where(ctx, [c for c in ctx.of("stable") if "long" not in c.tags])
 
 
 def check_stability(ctx):
