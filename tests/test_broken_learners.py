@@ -135,3 +135,29 @@ def test_the_deadline_moves_by_the_wait_for_a_cpu_only_and_within_its_grants(mon
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_deadline_moves_by_the_graders_own_work_once_while_that_call_runs(monkeypatch):
+    """A call whose hook does the grader's own work (the on-chip check compiling the kernels: Hook.grace) gets that
+    time once, while it is the call running; a call before it gets nothing from it, and the message says both."""
+    from attnkit.results import Trouble
+    from attnkit.run.handle import Worker
+    from attnkit.run.hooks import HOOKS
+
+    compiling = HOOKS["onchip"].grace
+    assert compiling >= 60
+    w = Worker(None, None, "/dev/null", 4.0)
+    monkeypatch.setattr(w, "close", lambda: None)
+    monkeypatch.setattr(w, "_queued", lambda: None)
+    w.hello, w.got_loaded = {}, True
+    w.expect([{"key": "plain", "args": []}, {"key": "onchip", "args": [], "hooks": {"onchip": {"arches": [80]}}}])
+    assert w.graces == {"onchip": compiling}
+    w.deadline = 100.0
+    w.check_deadline(101.0)  # the plain call is running: no grace for it
+    assert w.end is Trouble.TIMEOUT and "grader" not in w.failure
+    w.failure = w.end = None
+    w.pending.remove("plain")  # answered: the compiled call runs
+    w.check_deadline(101.0)
+    assert w.failure is None and w.deadline == 100.0 + compiling
+    w.check_deadline(101.0 + compiling)  # once only
+    assert w.end is Trouble.TIMEOUT and f"and {compiling:g} s for the grader's own work" in w.failure

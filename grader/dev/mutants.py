@@ -31,7 +31,7 @@ from ..judge.expected import References
 from ..judge.plan import Plan
 from ..judge.reference import reference_like
 from ..run.harness import execute
-from ..run.hooks import outside
+from ..run.hooks import grace, outside
 from ..judge.registry import grader_groups
 
 EQUIVALENTS = Path(__file__).with_name("equivalent_mutants.json")
@@ -130,7 +130,7 @@ def _answers(plan, target) -> dict | None:
         raise _Timeout
 
     old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(TIMEOUT)
+    signal.alarm(TIMEOUT + int(sum(grace(case.call) for case in plan.values())))  # and the grader's compiling
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

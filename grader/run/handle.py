@@ -10,6 +10,7 @@ import threading
 import time
 
 from .forkserver import bare_main
+from .hooks import grace
 from ..files import remove_tree
 from .sandbox import enter as enter_sandbox, kill_all, scratch_dir, worker_uid
 from .inbox import FrameReader, Malformed, clean, message
@@ -48,6 +49,8 @@ class Worker(Measured):
         self.host: int | None = None  # the worker's pid as seen here (found once, from its hello inside bubblewrap)
         self.queued: float | None = None  # its wait for a CPU when its clock last started or moved (None: unreadable)
         self.granted = 0.0  # seconds the deadline has moved for that wait
+        self.graces: dict[str, float] = {}  # key -> seconds of the grader's own work in that call (Hook.grace), due once
+        self.graced = 0.0  # seconds the deadline has moved for them
         self.measured()
 
     @classmethod
@@ -112,6 +115,7 @@ class Worker(Measured):
         """Count the calls as sent (pending); False where the worker takes no more."""
         if self.failure is None and self.loaded is None:
             self.pending += [c["key"] for c in calls]
+            self.graces.update({c["key"]: grace(c) for c in calls if grace(c)})
             return True
         return False
 
@@ -160,13 +164,21 @@ class Worker(Measured):
 
     def check_deadline(self, now: float) -> None:
         if self.busy and now > self.deadline:
-            if self.hello is not None and self._grant_queued():
+            if self.hello is not None and (self._grant_grace() or self._grant_queued()):
                 return
             if self.hello is None:
                 self._stop(f"the worker did not start within {STARTUP:g} s{self._said()}", Trouble.ERROR)
             else:
-                self._stop(f"timed out after {self.timeout:g} s{self._where()} (an endless loop, or far too slow)",
+                more = f" and {self.graced:g} s for the grader's own work" if self.graced else ""
+                self._stop(f"timed out after {self.timeout:g} s{more}{self._where()} (an endless loop, or far too slow)",
                            Trouble.TIMEOUT)
+
+    def _grant_grace(self) -> bool:
+        """Move the deadline by the grader's own work in the call now running (the first one unanswered: results come
+        in order), once per call; True where it moved."""
+        more = self.graces.pop(self.pending[0], 0.0) if self.got_loaded and self.pending else 0.0
+        self.deadline, self.graced = self.deadline + more, self.graced + more
+        return more > 0
 
     def _grant_queued(self) -> bool:
         """Move the deadline past the time the worker waited for a CPU since its clock started (runnable but not run:

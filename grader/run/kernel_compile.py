@@ -28,7 +28,12 @@ def _option(options: dict, name: str, default: int) -> int:
     return value
 
 
-def compile_launches(launches: list, arches: tuple, timeout: float = 120.0) -> dict:
+COMPILE_SECONDS = 120.0
+"""The compiling process's time limit: the learner's file executed again and each kernel compiled for each arch (tens
+of seconds for a backward pass's kernels on a slow, shared machine)."""
+
+
+def compile_launches(launches: list, arches: tuple, timeout: float = COMPILE_SECONDS) -> dict:
     """Each distinct launch's kernel compiled for each CUDA arch (80: sm_80, 90: sm_90) without a GPU, as the launch
     specialised it: {arch: [(kernel name, shared bytes, registers per thread, spilled bytes, warps)]}.
 

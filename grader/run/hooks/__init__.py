@@ -29,6 +29,8 @@ class Hook:
     reference: bool = True  # the reference's run of the call (its expected values) goes through the hook too
     noun: str = ""  # what the call returns, where the hook converts outputs ("NumPy array")
     heavy: bool = False  # its calls are slow (a worker with some goes first)
+    grace: float = 0.0  # seconds of the grader's own work it adds to its call (a compilation): the worker's clock
+    # moves on by them once, when that call is the one running (run/handle.py), never the learner's time
     fields: dict = {}  # result entries it adds: name -> ({required: type}, {optional: type}), checked on arrival
     # modules a worker imports before its sandbox (whose uid may not reach their files), for a problem with the hook
     preload: tuple = ()
@@ -72,6 +74,11 @@ def active(call: dict) -> list:
     """(hook, options) for each hook the call names, outermost first."""
     found = [(HOOKS[name], options) for name, options in (call.get("hooks") or {}).items()]
     return sorted(found, key=lambda pair: pair[0].order)
+
+
+def grace(call: dict) -> float:
+    """Seconds of the grader's own work the call's hooks add to it (Hook.grace)."""
+    return sum(HOOKS[name].grace for name in (call.get("hooks") or {}))
 
 
 def for_reference(call: dict) -> dict:
