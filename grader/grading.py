@@ -21,7 +21,7 @@ from .judge.plan import Plan
 from .judge.stored import Store
 from .judge.registry import Submission, grader_groups, problem_hooks
 from .run.cgroup import reason
-from .judge.scan import refused, scan_problem
+from .judge.scan import lazy_imports, refused, scan_problem
 from .run.jail import decide
 
 from .run.pool import Pool
@@ -65,7 +65,7 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
     helper = Helper(problems, seed, references)  # the expected values, computed side by side from here on
     try:
         with ThreadPoolExecutor(1) as starter:  # the workers are forked while the calls are planned
-            starting = starter.submit(Pool, str(impl), {p.id: (p.id, p.symbol, _preload(p)) for p in problems},
+            starting = starter.submit(Pool, str(impl), {p.id: (p.id, p.symbol, _preload(p, scans[p.id])) for p in problems},
                                       timeout, limits, jailed)
             feed = _Feed(starting)
             try:  # the run's one plan (its CUDA part is added once a worker sees a GPU), each problem's calls fed
@@ -160,11 +160,12 @@ def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict, jailed: b
     return statuses
 
 
-def _preload(problem) -> list[str]:
-    """The modules the problem's worker hooks need imported before the worker's sandbox (run/hooks/: Triton's)."""
+def _preload(problem, scan=()) -> list[str]:
+    """The modules the problem's worker imports before its sandbox and before its memory is counted: those its hooks
+    need (run/hooks/: Triton's), and the parts of torch its source's first calls would import (judge/scan: LAZY)."""
     from .run.hooks import HOOKS
 
-    return [m for name in problem_hooks(problem) for m in HOOKS[name].preload]
+    return [m for name in problem_hooks(problem) for m in HOOKS[name].preload] + lazy_imports(scan)
 
 
 def costly(problem) -> bool:

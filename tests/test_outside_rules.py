@@ -256,3 +256,53 @@ def test_a_lost_outside_reading_fails_closed(tmp_path, monkeypatch):
     memory = next(c for c in report.problem("flash_attention").checks if c.id == "memory")
     assert memory.status == "failed" and memory.max_score > 0, memory
     assert "could not measure the memory of this call" in memory.message
+
+
+CHECKPOINTED = '''"""Chunked additive attention, each chunk's scores recomputed in the backward (torch.utils.checkpoint)."""
+import torch
+from torch.utils.checkpoint import checkpoint as recompute
+
+from .masked_softmax import masked_softmax
+
+
+def _scores(qi, kj, w):
+    return torch.tanh(qi + kj) @ w
+
+
+def chunked_additive_attention(queries, keys, values, W_q, W_k, w_v, valid_lens=None, max_elements=2**20):
+    h = W_q.shape[0]
+    if max_elements < h:
+        raise ValueError("max_elements is smaller than h")
+    B, Tq, _ = queries.shape
+    Tk = keys.shape[1]
+    q, k = (queries @ W_q.T).reshape(-1, h), (keys @ W_k.T).reshape(-1, h)
+    parts = []
+    for s in range(0, B * Tq * Tk, max_elements // h):
+        idx = torch.arange(s, min(s + max_elements // h, B * Tq * Tk))
+        b, i, j = idx // (Tq * Tk), idx // Tk % Tq, idx % Tk
+        parts.append(recompute(_scores, q[b * Tq + i], k[b * Tk + j], w_v[0], use_reentrant=False))
+    weights = masked_softmax(torch.cat(parts).reshape(B, Tq, Tk), valid_lens)
+    return weights @ values, weights
+'''
+
+
+@needs_cgroups
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_part_of_torch_imported_on_first_call_is_not_the_learners_memory(tmp_path, sandbox, monkeypatch):
+    """torch.utils.checkpoint's first call imports torch._dynamo (about 75 MB): a correct chunked solution that
+    checkpoints its chunks passes the backstop's held rule, since the grader imports that module before the worker's
+    memory is counted (judge/scan's LAZY); without that import, the same file fails it."""
+    import attnkit.grading
+
+    problem = "chunked_additive_attention"
+    impl = make_impl(tmp_path / "a", {f"{problem}.py": CHECKPOINTED})
+    report = grade_shared(impl, [problem], sandbox=sandbox)
+    assert report.memory == "cgroup"
+    assert report.problem(problem).status == "passed", report.problem(problem).checks
+    assert any("torch.utils.checkpoint" in u.what and not u.refused for u in report.problem(problem).uses)
+    if sandbox:
+        return
+    monkeypatch.setattr(attnkit.grading, "lazy_imports", lambda scan: [])
+    report = grade_shared(make_impl(tmp_path / "b", {f"{problem}.py": CHECKPOINTED}), [problem], sandbox=sandbox)
+    memory = {c.id: c for c in report.problem(problem).checks}["memory"]
+    assert memory.status == "failed" and "already held" in memory.message, memory.message

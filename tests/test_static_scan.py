@@ -13,7 +13,8 @@ import pytest
 from conftest import SOLUTIONS, make_impl
 from attnkit import ROOT
 from attnkit.grading import grade
-from attnkit.judge.scan import (Capability as C, ESCAPES, enforced, refused, scan_source, scan_submission)
+from attnkit.judge.scan import (Capability as C, ESCAPES, enforced, lazy_imports, refused, scan_source,
+                                scan_submission)
 from attnkit.problems import all_problems, get
 from attnkit.report.summary import to_json
 
@@ -164,6 +165,8 @@ HATCHES = {
     "triton private": ("import triton._C.libtriton as lib\n", C.KERNEL_RUNTIME, 1),
     "triton builder by attribute": ("def f(b):\n    return b.interpreter_builder\n", C.KERNEL_RUNTIME, 2),
     "inspect": ("import inspect\n", C.INTROSPECTION, 1),
+    # a public part of torch that imports a private one on its first call: never refused, imported by the grader
+    "checkpoint aliased": ("from torch.utils import checkpoint as ck\ny = ck.checkpoint(f, x)\n", C.LAZY_TORCH, 2),
 }
 
 
@@ -349,7 +352,10 @@ def test_what_each_contract_refuses():
     assert refused(backward, finding[C.AUTOGRAD]) and not refused(flash, finding[C.AUTOGRAD])
     assert refused(flash, finding[C.NUMPY_BRIDGE]) and not refused(sdpa, finding[C.NUMPY_BRIDGE])  # memory bound
     assert refused(flash, finding[C.FLEX_ATTENTION]) and not refused(sdpa, finding[C.FLEX_ATTENTION])  # banned by name
-    assert ESCAPES == set(C) - {C.AUTOGRAD, C.FLEX_ATTENTION, C.BANNED_CALL, C.NUMPY_BRIDGE}
+    assert ESCAPES == set(C) - {C.AUTOGRAD, C.FLEX_ATTENTION, C.BANNED_CALL, C.NUMPY_BRIDGE, C.LAZY_TORCH}
+    lazy = scan_source(HATCHES["checkpoint aliased"][0], "x.py")
+    assert not any(refused(p, f) for p in (flash, backward, sdpa, softmax) for f in lazy)
+    assert lazy_imports(lazy) == ["torch._dynamo"] and lazy_imports(found := scan_source("import torch\n")) == [] == found
 
 
 def test_words_are_the_graders_own():

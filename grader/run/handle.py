@@ -75,7 +75,7 @@ class Worker(Measured):
             proc.start()
         child.close()
         memory = memory_groups()
-        if memory is not None:
+        if memory is not None and not preload:
             try:
                 memory.place(proc.pid)  # it waits for its first batch, not sent yet: no learner code has run
             except OSError:
@@ -92,6 +92,8 @@ class Worker(Measured):
 
         w = cls(conn, proc, log_path, timeout, cleanup)
         w.memory = memory
+        if memory is not None and preload:  # placed at its hello, after its imports (the grader's, never counted),
+            w.locate = lambda hello: proc.pid  # its first batch sent only then (Pool.submit_all)
         return w
 
     @property

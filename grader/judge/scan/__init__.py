@@ -29,8 +29,8 @@ from __future__ import annotations
 from .capabilities import ESCAPES, WORDS, Capability, Finding
 from .files import MAX_BYTES, MAX_DEPTH, MAX_FILES, parse, read_source, scan_source, scan_submission, scan_tree
 from .names import PACKAGE, classify
-from .policy import enforced, memory_bound, no_autograd, refused, scan_problem
+from .policy import enforced, lazy_imports, memory_bound, no_autograd, refused, scan_problem
 
 __all__ = ["ESCAPES", "MAX_BYTES", "MAX_DEPTH", "MAX_FILES", "PACKAGE", "WORDS", "Capability", "Finding", "classify",
-           "enforced", "memory_bound", "no_autograd", "parse", "read_source", "refused", "scan_problem", "scan_source",
+           "enforced", "lazy_imports", "memory_bound", "no_autograd", "parse", "read_source", "refused", "scan_problem", "scan_source",
            "scan_submission", "scan_tree"]

@@ -29,6 +29,7 @@ class Capability(enum.Enum):
     NUMPY_BRIDGE = "numpy_bridge"
     RUN_CONTEXT = "run_context"
     KERNEL_RUNTIME = "kernel_runtime"
+    LAZY_TORCH = "lazy_torch"
     UNREADABLE = "unreadable"
 
 
@@ -62,13 +63,16 @@ WORDS = {
     C.KERNEL_RUNTIME: "reaches into Triton's runtime, compiler, settings or tools, autotunes, or runs inline assembly "
                       "(the grader runs and counts the kernels with Triton's interpreter; the block sizes are the "
                       "launcher's arguments)",
+    C.LAZY_TORCH: "calls a part of torch whose first call imports more of torch (the grader imports that before "
+                  "your code runs, so that its memory is not counted as yours)",
     C.UNREADABLE: "the grader could not read this module",
 }
 """The grader's words for each capability; a finding adds the kit's own name of what it found."""
 
-ESCAPES = frozenset(C) - {C.AUTOGRAD, C.FLEX_ATTENTION, C.BANNED_CALL, C.NUMPY_BRIDGE}
+ESCAPES = frozenset(C) - {C.AUTOGRAD, C.FLEX_ATTENTION, C.BANNED_CALL, C.NUMPY_BRIDGE, C.LAZY_TORCH}
 """Refused wherever the contract is enforced inside the worker: each can switch the enforcement off, hide work
-from it, or cannot be read. The other four are refused only where the contract names them (policy.refused())."""
+from it, or cannot be read. Four others are refused only where the contract names them (policy.refused()); LAZY_TORCH
+never is: it tells the grader what to import before the worker's memory is counted (names.LAZY)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class Finding:
     line: int
     what: str  # the grader's own words, never the learner's text
     banned: str | None = None  # BANNED_CALL: the spec's banned name it matches
+    name: str | None = None  # the kit's name of what was found (a table's entry: "torch.utils.checkpoint")
 
     def describe(self) -> str:
         return f"{self.file} line {self.line}: {self.what}"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .capabilities import ESCAPES, C, Finding
 from .files import scan_submission
+from .names import LAZY
 
 
 def no_autograd(problem) -> bool:
@@ -45,6 +46,14 @@ def refused(problem, finding: Finding) -> bool:
     if cap is C.NUMPY_BRIDGE:
         return memory_bound(problem)
     return False
+
+
+def lazy_imports(findings) -> list[str]:
+    """The private modules of torch to import before a worker's memory is counted, for a source that names a public
+    part of torch importing them on its first call (names.LAZY); [] for a scan that failed (its text)."""
+    if isinstance(findings, str):
+        return []
+    return sorted({m for f in findings if f.capability is C.LAZY_TORCH for m in LAZY[f.name]})
 
 
 def scan_problem(impl, problem) -> list[Finding]:

@@ -24,7 +24,7 @@ class _Module(Handlers, Aliases):
         if cap is C.BANNED_CALL:
             what = f"refers to {banned}, which this problem's contract bans"
         line = self.line or getattr(node, "lineno", 0) or 0
-        self.findings.append(Finding(cap, self.file, int(line), what, banned))
+        self.findings.append(Finding(cap, self.file, int(line), what, banned, name))
 
     def _reference(self, node, dotted_names):
         for dotted in sorted(dotted_names):
