@@ -97,6 +97,13 @@ BOOLEAN_MASK_MISTAKES = (  # problems 6 and 7 share these lines of their referen
                     "take almost all the weight before the mask zeroes it, and the row no longer sums to 1.",
             hint="Fill with torch.finfo(scores.dtype).min, then multiply the weights by the mask (a -inf fill gives NaN "
                  "gradients on a row with no allowed key)."),
+    Mistake("fill_1e4", "masked scores filled with -1e4 (BERT's constant) instead of the dtype's minimum",
+            ((FILL, "filled = scores.masked_fill(~mask, -1e4)"),),
+            explain="-1e4 is a score the contract allows: where the allowed scores lie near -1e4, a masked key filled "
+                    "with -1e4 is no smaller than they are, takes a share of the weight before the mask zeroes it, and "
+                    "the row no longer sums to 1.",
+            hint="Fill with torch.finfo(scores.dtype).min, which no allowed score reaches, then multiply the weights "
+                 "by the mask."),
     Mistake("bias_too_small", "masked keys given an additive bias of -1e4 (BERT's extended mask) instead of a fill",
             ((FILL, "filled = scores + (~mask).to(scores.dtype) * -1e4"),),
             explain="Adding -1e4 only lowers a masked score by 1e4: a masked key whose score is ~1e4 above the allowed "

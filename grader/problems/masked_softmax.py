@@ -34,6 +34,12 @@ MISTAKES = (
     Mistake("fill_zero", "masked scores filled with 0 instead of a very negative number", ((FILL, "0.0"),),
             explain='Masked scores set to 0 still get weight exp(0) = 1 relative to the others: masked keys leak in and valid weights shrink.',
             hint='Fill masked scores with a very negative number (torch.finfo(scores.dtype).min) or -inf, not 0.'),
+    Mistake("fill_1e4", "masked scores filled with -1e4 (BERT's constant) instead of the dtype's minimum",
+            ((FILL, "-1e4"),),
+            explain="-1e4 is a score the contract allows: where the valid scores lie near -1e4, a masked key filled "
+                    "with -1e4 is no smaller than they are, takes a share of the weight before the mask zeroes it, and "
+                    "the row no longer sums to 1.",
+            hint="Fill with torch.finfo(scores.dtype).min, which no valid score reaches, then multiply by the mask."),
     Mistake("bias_too_small", "masked keys given an additive bias of -1e4 (BERT's extended mask) instead of a fill",
             (("filled = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)",
               "filled = scores + (~keep).to(scores.dtype) * -1e4"),),

@@ -35,10 +35,11 @@ def check_capabilities(ctx):
             lines = [f"  {f.describe()}" for f in bad[:MAX_SHOWN]]
             more = [f"  ... and {len(bad) - MAX_SHOWN} more"] if len(bad) > MAX_SHOWN else []
             raise Failed(
-                "the source uses what this problem's contract does not allow:\n" + "\n".join(lines + more) + "\n"
+                "the source uses what grading this problem refuses (docs/security.md, \"What is found\", lists each "
+                "kind):\n" + "\n".join(lines + more) + "\n"
                 f"This problem's contract ({'; '.join(enforced(ctx.problem))}) is enforced while your code runs; code "
-                "that could switch that enforcement off, hide work from it, or that the grader cannot read is not "
-                "allowed here (the grader reads your source for this check, without running it). Remove these uses.")
+                "that could switch that enforcement off, hide work from it, or that the grader cannot read is refused "
+                "here (the grader reads your source for this check, without running it). Remove these uses.")
 
 
 register(Check("capabilities", "uses only what the contract allows (source read)", {"source": group_source},
