@@ -116,6 +116,21 @@ def test_a_mistake_on_one_code_path_is_still_named(tmp_path):
     assert named and set(named.values()) == {"wrong_axis"}, named
 
 
+def test_a_denominator_too_large_by_more_than_an_epsilon_is_not_named_epsilon(tmp_path):
+    """A chunk's keys counted twice in the denominator only (the numerator right): every row is right up to a factor
+    below 1, as with an epsilon, but by far more than an epsilon shrinks a row; the evidence says what the rows show."""
+    from attnkit.problems.linear_attention import DEN
+
+    source = (SOLUTIONS / "linear_attention.py").read_text()
+    assert DEN in source
+    wrong = source.replace(DEN, "den = qc @ (z + kc.sum(-2))[..., None] + a.sum(-1, keepdim=True)")
+    report = grade_shared(make_impl(tmp_path, {"linear_attention.py": wrong}), ["linear_attention"])
+    failing = [c for c in report.problem("linear_attention").checks if c.status == "failed"]
+    assert failing and all(c.mistake is None for c in failing), {c.id: c.mistake for c in failing}
+    text = problem_text(report.problem("linear_attention"))
+    assert "the row's denominator is too large, by more than an epsilon would make it" in text, text
+
+
 def test_error_shape_names_nan_rows_in_a_different_style(tmp_path):
     """-inf fill with no guard, written with torch.where and a loop-free mask (not the catalogue's patch)."""
     source = (

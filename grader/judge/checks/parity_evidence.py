@@ -9,7 +9,7 @@ from ..compare import tolerance, usage
 from ..context import valid_mask
 from ...draw.conventions import WORDS
 from ...masks import rule
-from .parity_symptoms import _float32_rounding_only, _kinds, _ok
+from .parity_symptoms import EPSILON_SHRINK, _float32_rounding_only, _kinds, _ok, row_factor
 
 
 def _heads_moved(w, e) -> str | None:
@@ -118,6 +118,11 @@ def evidence(problem, ctx) -> list[str]:
         some = "" if exact_forms else " (some of them)"
         lines.append(f"only calls with {', '.join(words[k] for k in sorted(bad))} go wrong{some}; "
                      f"calls with {', '.join(words[k] for k in sorted(good))} are right")
+    factor = row_factor(problem, ctx)
+    if factor is not None and factor < 1 - EPSILON_SHRINK:
+        lines.append(f"each wrong row is the expected row times one factor of its own, below 1 (down to {factor:.3g}): "
+                     "the row's denominator is too large, by more than an epsilon would make it: it sums terms (keys, "
+                     "a chunk) that the numerator does not")
     if _float32_rounding_only(ctx):
         lines.append("the float64 results are off by float32 rounding only: a float32 constant, tensor or cast "
                      "inside a float64 computation (torch.tensor(x) without dtype=, .float(), "
