@@ -16,13 +16,13 @@ def additive(body_forward: str) -> str:
     return source.replace(FORWARD, f"{FORWARD}\n        {body_forward}")
 
 
-def graded(tmp_path, files, remove=(), timeout=30.0):
+def graded(tmp_path, files, remove=(), timeout=30.0, problems=None):
     impl = make_impl(tmp_path / "impl", files)
     for name in remove:
         (impl / name).unlink()
     before = snapshot(impl)
     start = time.monotonic()
-    report = grade_shared(impl, timeout=timeout)
+    report = grade_shared(impl, problems, timeout=timeout)
     elapsed = time.monotonic() - start
     assert snapshot(impl) == before, "grading wrote into the graded directory"
     others = {p.id: [(c.id, c.message) for c in p.checks if c.status == "failed"] for p in report.problems
@@ -55,8 +55,16 @@ def test_import_error_is_not_started(tmp_path):
     assert p.status == "not_started" and "ModuleNotFoundError" in messages(p)
 
 
+BESIDE = ("additive_attention", "scaled_dot_product_attention", "grouped_query_attention", "cross_attention",
+          "alibi_attention")
+"""A hanging problem and neighbours with long calls of their own (67 queries by 1031 keys), which must still pass: the
+whole kit beside a spinning worker with a 6 s timeout is more work than a slow two-core machine does in 6 s plus the
+wait it is credited with (run/handle.py: QUEUED_GRANTS), and the grading's own time is what this test bounds."""
+
+
 def test_hang_in_forward_times_out_alone(tmp_path):
-    p, elapsed = graded(tmp_path, {"additive_attention.py": additive(body_forward="while True: pass")}, timeout=6)
+    p, elapsed = graded(tmp_path, {"additive_attention.py": additive(body_forward="while True: pass")}, timeout=6,
+                        problems=list(BESIDE))
     assert p.status == "failed" and p.score < p.max_score
     assert "timed out after 6 s" in messages(p)
     assert elapsed < 20

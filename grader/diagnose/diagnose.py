@@ -17,6 +17,7 @@ Where neither names one, the check says so, with what the results show, rather t
 from __future__ import annotations
 
 import functools
+import re
 import warnings
 
 import torch
@@ -117,14 +118,17 @@ def _close(x, y, tol) -> bool:
 
 
 def _ctor_error_result(res):
-    """A ctor_error call compares by outcome: accepted, ValueError, or another error."""
+    """A ctor_error call compares by outcome: accepted, ValueError, or another error: of which type, with which message
+    (a variant that crashes elsewhere for a reason of its own, a shape clash of other sizes, explains nothing)."""
     if res is None:
         return None
     if res.ok:
         return "accepted"
     if res.error is not None and res.error.value_error:
         return "ValueError"
-    return f"other: {res.error.type if res.error is not None else '?'}"  # another error: of which type, too
+    if res.error is None:
+        return "other: ?"
+    return f"other: {res.error.type}: {re.sub(r'0x[0-9a-fA-F]+', '0x', res.error.message or '')}"
 
 
 def diagnose(problem, ctx, failing_checks) -> dict[str, str | None]:
