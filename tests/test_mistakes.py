@@ -131,6 +131,19 @@ def test_a_denominator_too_large_by_more_than_an_epsilon_is_not_named_epsilon(tm
     assert "the row's denominator is too large, by more than an epsilon would make it" in text, text
 
 
+def test_a_factor_the_wrong_calls_share_by_chance_is_not_evidence(tmp_path):
+    """A partial last block dropped: the wrong calls happen to have int64 block tables, as most calls do (the int32
+    ones are few); that is no evidence, and the results say nothing of the index dtype."""
+    source = (SOLUTIONS / "paged_attention.py").read_text()
+    right = "block_tables[b, :(n + block_size - 1) // block_size]"
+    assert right in source
+    wrong = source.replace(right, "block_tables[b, :max(n // block_size, 1)]")
+    report = grade_shared(make_impl(tmp_path, {"paged_attention.py": wrong}), ["paged_attention"])
+    assert report.problem("paged_attention").status == "failed"
+    text = problem_text(report.problem("paged_attention"))
+    assert "index=" not in text.split("paged_attention::")[0], text
+
+
 def test_error_shape_names_nan_rows_in_a_different_style(tmp_path):
     """-inf fill with no guard, written with torch.where and a loop-free mask (not the catalogue's patch)."""
     source = (

@@ -52,11 +52,18 @@ def _factors(case) -> set:
     return out | {(k, v) for k, v in case.variant.items() if isinstance(v, (bool, int, str)) and k != "rank"}
 
 
+CHANCE = 0.05
+"""A factor every wrong call holds is evidence only where that many calls drawn at random would all hold it at most
+this often (the hypergeometric chance: C(calls holding it, wrong) / C(calls, wrong))."""
+
+
 def _separating(ctx) -> tuple | None:
     """(factors, right calls that hold them, calls that hold them): the fewest factors (one or two) that every plain
     general call going wrong holds, and as few right ones as possible (one factor unless two leave out more right
-    calls). None where no such factors leave out a right call."""
+    calls). None where no such factors leave out a right call, or where the wrong calls would all hold them by chance
+    more often than CHANCE (three wrong calls among sixteen int64 ones and four int32 ones: about one time in two)."""
     from itertools import combinations
+    from math import comb
 
     from .parity_symptoms import _plain, _right
 
@@ -71,6 +78,9 @@ def _separating(ctx) -> tuple | None:
             if not all(set(pick) <= f for f, ok in calls if not ok):
                 continue
             right = sum(ok and set(pick) <= f for f, ok in calls)
+            wrong, holding = sum(not ok for _, ok in calls), sum(set(pick) <= f for f, _ in calls)
+            if comb(holding, wrong) > CHANCE * comb(len(calls), wrong):
+                continue  # as many wrong calls drawn at random would hold it as often: no evidence
             if right < sum(ok for _, ok in calls) and (best is None or right < best[1]):
                 best = (list(pick), right, sum(set(pick) <= f for f, _ in calls))
     return best
