@@ -117,7 +117,7 @@ class Worker(Measured):
         """Count the calls as sent (pending); False where the worker takes no more."""
         if self.failure is None and self.loaded is None:
             self.pending += [c["key"] for c in calls]
-            self.graces.update({c["key"]: grace(c) for c in calls if grace(c)})
+            self.graces.update({c["key"]: seconds for c in calls if (seconds := grace(c))})
             return True
         return False
 

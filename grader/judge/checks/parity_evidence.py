@@ -72,17 +72,16 @@ def _separating(ctx) -> tuple | None:
         return None
     order = {"long": 0, "convention": 0, "form": 1}  # named first where several factors fit as well
     seen = sorted(set().union(*(f for f, ok in calls if not ok)), key=lambda f: (order.get(f[0], 2), repr(f)))
-    best = None
+    best, wrong = None, sum(not ok for _, ok in calls)
     for n in (1, 2):
         for pick in combinations(seen, n):
             if not all(set(pick) <= f for f, ok in calls if not ok):
                 continue
-            right = sum(ok and set(pick) <= f for f, ok in calls)
-            wrong, holding = sum(not ok for _, ok in calls), sum(set(pick) <= f for f, _ in calls)
+            right, holding = sum(ok and set(pick) <= f for f, ok in calls), sum(set(pick) <= f for f, _ in calls)
             if comb(holding, wrong) > CHANCE * comb(len(calls), wrong):
                 continue  # as many wrong calls drawn at random would hold it as often: no evidence
-            if right < sum(ok for _, ok in calls) and (best is None or right < best[1]):
-                best = (list(pick), right, sum(set(pick) <= f for f, _ in calls))
+            if right < len(calls) - wrong and (best is None or right < best[1]):
+                best = (list(pick), right, holding)
     return best
 
 

@@ -217,7 +217,13 @@ and the epsilons code uses (1e-8 to 1e-5); a row shrunk by more has a denominato
 def row_factor(problem, ctx) -> float | None:
     """The smallest factor where every wrong general call is right up to one factor per row, each in (0, 1] (something
     added to each row's denominator); None where the wrong calls show no such factors. Weights that sum to 1 never show
-    this."""
+    this. Computed once per judging run (ctx.scratch): the epsilon symptom and the evidence both ask."""
+    if ("row_factor",) not in ctx.scratch:
+        ctx.scratch[("row_factor",)] = _row_factor(problem, ctx)
+    return ctx.scratch[("row_factor",)]
+
+
+def _row_factor(problem, ctx) -> float | None:
     if problem.weights_index is not None:
         return None
     smallest = None
