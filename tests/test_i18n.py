@@ -11,9 +11,8 @@ import sys
 import nbformat
 import pytest
 
-from conftest import SOLUTIONS, make_impl
+from conftest import SOLUTIONS, grade_shared, make_impl
 from attnkit import ROOT
-from attnkit.grading import grade
 from attnkit.model.i18n import using, word
 from attnkit.diagnose.mistakes import wrong_source
 from attnkit.problems import all_problems, get
@@ -100,7 +99,7 @@ def test_mistake_messages_in_chinese(tmp_path):
     mistake = next(m for m in problem.mistakes if m.id == "mask_inverted")
     impl = make_impl(tmp_path, {f"{problem.id}.py": wrong_source(problem, mistake)})
     with using("zh"):
-        report = grade(impl, [problem.id])
+        report = grade_shared(impl, [problem.id])
     named = [c for c in report.problems[0].checks if c.mistake == "mask_inverted"]
     zh = get(problem.id, "zh")
     m = next(m for m in zh.mistakes if m.id == "mask_inverted")
@@ -124,5 +123,5 @@ def test_notebooks_exist_in_both_languages(problem):
 
 def test_solutions_untouched_by_language():
     with using("zh"):
-        report = grade(SOLUTIONS)
+        report = grade_shared(SOLUTIONS)  # the expected values are the same in every language: the session's
     assert report.score == report.max_score

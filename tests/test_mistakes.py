@@ -4,43 +4,43 @@ from __future__ import annotations
 import pytest
 
 from conftest import SOLUTIONS, grade_shared, make_impl
-from attnkit.grading import costly, grade
+from together import Together, selected
+from attnkit.grading import costly
 from attnkit.diagnose.mistakes import wrong_source
 from attnkit.problems import all_problems, get, unavailable
 from attnkit.report.feedback import problem_text
 
 CASES = [(p, m) for p in all_problems() for m in p.mistakes]
-FIRST_COSTLY = next((p.id for p in all_problems() if costly(p)), None)
 SAMPLED = [pytest.param(p, m, marks=[pytest.mark.skipif(bool(unavailable(p)), reason=f"{p.id}: {unavailable(p)}")]
-                        + ([] if i % 6 == 0 and (not costly(p) or (i == 0 and p.id == FIRST_COSTLY))
-                           else [pytest.mark.slow]),
+                        + ([] if i % 6 == 0 and not costly(p) else [pytest.mark.slow]),
                         id=f"{p.id}-{m.id}")
            for p in all_problems() for i, m in enumerate(p.mistakes)]
-"""Every sixth catalogued mistake of each problem (the first included; of the costly problems, whose kernels the
-interpreter runs, the first mistake of the first alone) in the README's command; the others in `pytest tests -m
-slow`, which CI runs too (every one is graded either way; the README's command stays within its time budget)."""
+"""Every sixth catalogued mistake of each problem (the first included; none of the costly problems, whose kernels the
+interpreter runs: a minute each on two cores) in the README's command; the others in `pytest tests -m slow`, which CI
+runs too (every one is graded either way; the README's command stays within its time budget)."""
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(request, tmp_path_factory):
     """(problem, mistake) -> the report of that mistake, graded once for every test here: the problem and those that
-    import it, which get a correct private copy of it (only the problem under test carries the mistake). The expected
+    import it, which get a correct private copy of it (only the problem under test carries the mistake). The mistakes
+    of unrelated problems share grading runs (tests/together.py), the selected tests' next ones first. The expected
     values and the catalogued mistakes' answers on the same seeded calls depend on the problem alone: the session's
     store serves every submission graded here (conftest.grade_shared)."""
-    reports = {}
+    runs = Together(tmp_path_factory.mktemp, dependents=True)
+
+    def add(problem, mistake):
+        runs.add((problem.id, mistake.id), problem.id, wrong_source(problem, mistake))
+
+    for problem, mistake in selected(request, "problem", "mistake"):
+        add(problem, mistake)
+    for (problem,) in selected(request, "problem", test="test_every_check_fails_some_catalogued_mistake"):
+        for mistake in problem.mistakes:
+            add(problem, mistake)
 
     def report(problem, mistake):
-        if (problem.id, mistake.id) not in reports:
-            files = {f"{problem.id}.py": wrong_source(problem, mistake)}
-            for other in all_problems():  # modules that import this one (`.masked_softmax`, `.rope`)
-                if problem.id in other.requires:
-                    files[f"_{problem.id}_ok.py"] = (SOLUTIONS / f"{problem.id}.py").read_text()
-                    source = (SOLUTIONS / f"{other.id}.py").read_text()
-                    files[f"{other.id}.py"] = source.replace(f"from .{problem.id} import", f"from ._{problem.id}_ok import")
-            affected = [p.id for p in all_problems() if p.id == problem.id or problem.id in p.requires]
-            impl = make_impl(tmp_path_factory.mktemp(f"{problem.id}-{mistake.id}"), files)
-            reports[problem.id, mistake.id] = grade_shared(impl, affected)
-        return reports[problem.id, mistake.id]
+        add(problem, mistake)
+        return runs.report((problem.id, mistake.id))
 
     return report
 
@@ -79,7 +79,7 @@ def test_every_mistake_is_explained():
 def test_the_mistake_of_an_imported_masked_softmax_is_named_in_the_module(tmp_path):
     problem = get("masked_softmax")
     wrong = wrong_source(problem, next(m for m in problem.mistakes if m.id == "fill_zero"))
-    report = grade(make_impl(tmp_path, {"masked_softmax.py": wrong}))
+    report = grade_shared(make_impl(tmp_path, {"masked_softmax.py": wrong}))
     for pid in ("additive_attention", "luong_attention", "multihead_additive_attention", "chunked_additive_attention"):
         named = {c.mistake for c in report.problem(pid).checks if c.status == "failed"}
         assert named == {"masked_softmax:fill_zero"}, (pid, named)
@@ -91,7 +91,7 @@ def test_two_mistakes_at_once_are_not_guessed(tmp_path):
     from attnkit.diagnose.mistakes import apply
 
     source = apply(wrong_source(problem, first), second)
-    report = grade(make_impl(tmp_path, {"additive_attention.py": source}), ["additive_attention"])
+    report = grade_shared(make_impl(tmp_path, {"additive_attention.py": source}), ["additive_attention"])
     failing = [c for c in report.problems[0].checks if c.status == "failed"]
     assert failing
     for c in failing:
@@ -103,7 +103,7 @@ def test_two_mistakes_at_once_are_not_guessed(tmp_path):
 def test_a_failing_prerequisite_is_named(tmp_path):
     problem = get("masked_softmax")
     wrong = wrong_source(problem, next(m for m in problem.mistakes if m.id == "lens_ignored"))
-    report = grade(make_impl(tmp_path, {"masked_softmax.py": wrong}))
+    report = grade_shared(make_impl(tmp_path, {"masked_softmax.py": wrong}))
     check = next(c for c in report.problem("additive_attention").checks if c.status == "failed")
     assert "imports your masked_softmax, which fails its own checks" in check.message
 
@@ -111,7 +111,7 @@ def test_a_failing_prerequisite_is_named(tmp_path):
 def test_a_mistake_on_one_code_path_is_still_named(tmp_path):
     """The wrong axis only where valid_lens is None: the variant reproduces every wrong call."""
     source = (SOLUTIONS / "masked_softmax.py").read_text().replace("dim=-1)\n    lens", "dim=1)\n    lens")
-    report = grade(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
+    report = grade_shared(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
     named = {c.id: c.mistake for c in report.problems[0].checks if c.status == "failed"}
     assert named and set(named.values()) == {"wrong_axis"}, named
 
@@ -155,7 +155,7 @@ def test_error_shape_names_nan_rows_in_a_different_style(tmp_path):
         "    keep = torch.arange(scores.shape[-1]) < lens\n"
         "    return torch.where(keep, scores, torch.tensor(float('-inf'), dtype=scores.dtype)).softmax(-1)\n"
     )
-    report = grade(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
+    report = grade_shared(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
     named = {c.id: c.mistake for c in report.problems[0].checks if c.status == "failed"}
     assert named.get("weight_sums") == "nan_rows", named
 
@@ -168,7 +168,7 @@ def test_error_shape_names_nan_rows_in_a_different_style(tmp_path):
 ])
 def test_the_shape_of_the_error_is_described(tmp_path, tail, sentence):
     source = (SOLUTIONS / "masked_softmax.py").read_text().replace("return torch.softmax(filled, dim=-1) * keep", tail)
-    report = grade(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
+    report = grade_shared(make_impl(tmp_path, {"masked_softmax.py": source}), ["masked_softmax"])
     parity = next(c for c in report.problems[0].checks if c.id == "parity_float64")
     assert parity.status == "failed" and sentence in parity.message
 

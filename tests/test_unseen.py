@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_impl, grade_shared
+from together import Together, selected
 from attnkit.grading import costly
 from attnkit.problems import all_problems, get, unavailable
 
@@ -25,19 +25,31 @@ CATALOGUE = [p for p in UNSEEN if p.stem.count("__") == 2]
 FRESH = [p for p in UNSEEN if p.stem.count("__") == 1]
 
 
-def _graded(tmp_path, path):
-    pid = path.stem.split("__")[0]
-    if unavailable(get(pid)):  # a stage whose extra is not installed (the kernels stage: Triton)
-        pytest.skip(f"{pid}: {unavailable(get(pid))}")
-    report = grade_shared(make_impl(tmp_path, {f"{pid}.py": path.read_text()}), [pid])
-    assert report.grader_errors == 0, [c.message for c in report.problem(pid).checks if c.status == "error"]
-    return report.problem(pid)
+@pytest.fixture(scope="module")
+def graded(request, tmp_path_factory):
+    """path -> its problem's result, the file graded as its problem's module among the references; the files of
+    unrelated problems share grading runs (tests/together.py), the selected tests' next ones first."""
+    runs = Together(tmp_path_factory.mktemp)
+    for (path,) in selected(request, "path"):
+        if not unavailable(get(path.stem.split("__")[0])):
+            runs.add(path, path.stem.split("__")[0], path.read_text())
+
+    def result(path):
+        pid = path.stem.split("__")[0]
+        if unavailable(get(pid)):  # a stage whose extra is not installed (the kernels stage: Triton)
+            pytest.skip(f"{pid}: {unavailable(get(pid))}")
+        runs.add(path, pid, path.read_text())
+        report = runs.report(path)
+        assert report.grader_errors == 0, [c.message for c in report.problem(pid).checks if c.status == "error"]
+        return report.problem(pid)
+
+    return result
 
 
 @pytest.mark.parametrize("path", CATALOGUE, ids=lambda p: p.stem)
-def test_unseen_mistake_fails_and_is_named_right(tmp_path, path):
+def test_unseen_mistake_fails_and_is_named_right(graded, path):
     _, expected, _ = path.stem.split("__")
-    result = _graded(tmp_path, path)
+    result = graded(path)
     assert result.status == "failed"
     failing = [c for c in result.checks if c.status == "failed"]
     named = {c.mistake for c in failing}
@@ -49,22 +61,20 @@ def test_unseen_mistake_fails_and_is_named_right(tmp_path, path):
 
 
 def _sample(paths):
-    """One file per problem (the first; of the costly problems, whose kernels the interpreter runs, one correct file of
-    the first), for the README's command; the slow suite runs every one."""
+    """One file per problem (the first; none of the costly problems, whose kernels the interpreter runs), for the
+    README's command; the slow suite runs every one."""
     seen, out = set(), []
-    first_costly = next((p.id for p in all_problems() if costly(p)), None)
-    for p in sorted(paths, key=lambda p: (p.stem.split("__")[0], costly(get(p.stem.split("__")[0]))
-                                          and "BUG: none" not in p.read_text(), p.stem)):
+    for p in sorted(paths, key=lambda p: (p.stem.split("__")[0], p.stem)):
         pid = p.stem.split("__")[0]
-        sampled = pid not in seen and (not costly(get(pid)) or pid == first_costly)
+        sampled = pid not in seen and not costly(get(pid))
         out.append(p if sampled else pytest.param(p, marks=pytest.mark.slow))
         seen.add(pid)
     return out
 
 
 @pytest.mark.parametrize("path", _sample(FRESH), ids=lambda p: p.stem)
-def test_fresh_code_gets_the_right_verdict_and_a_right_name_or_stage(tmp_path, path):
-    result = _graded(tmp_path, path)
+def test_fresh_code_gets_the_right_verdict_and_a_right_name_or_stage(graded, path):
+    result = graded(path)
     if "BUG: none" in path.read_text():
         assert result.status == "passed", {c.id: c.message for c in result.checks if c.status != "passed"}
         return

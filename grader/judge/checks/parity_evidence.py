@@ -53,15 +53,17 @@ def _factors(case) -> set:
 
 
 CHANCE = 0.05
-"""A factor every wrong call holds is evidence only where that many calls drawn at random would all hold it at most
-this often (the hypergeometric chance: C(calls holding it, wrong) / C(calls, wrong))."""
+"""A factor every wrong call holds, and some right calls too, is evidence only where that many calls drawn at random
+would all hold it at most this often (the hypergeometric chance: C(calls holding it, wrong) / C(calls, wrong)). One
+that the wrong calls alone hold is what the results show, however few they are (one long call of 17 going wrong)."""
 
 
 def _separating(ctx) -> tuple | None:
     """(factors, right calls that hold them, calls that hold them): the fewest factors (one or two) that every plain
     general call going wrong holds, and as few right ones as possible (one factor unless two leave out more right
     calls). None where no such factors leave out a right call, or where the wrong calls would all hold them by chance
-    more often than CHANCE (three wrong calls among sixteen int64 ones and four int32 ones: about one time in two)."""
+    more often than CHANCE (three wrong calls among sixteen int64 ones and four int32 ones: about one time in two) while
+right calls hold them too."""
     from itertools import combinations
     from math import comb
 
@@ -78,7 +80,7 @@ def _separating(ctx) -> tuple | None:
             if not all(set(pick) <= f for f, ok in calls if not ok):
                 continue
             right, holding = sum(ok and set(pick) <= f for f, ok in calls), sum(set(pick) <= f for f, _ in calls)
-            if comb(holding, wrong) > CHANCE * comb(len(calls), wrong):
+            if right and comb(holding, wrong) > CHANCE * comb(len(calls), wrong):
                 continue  # as many wrong calls drawn at random would hold it as often: no evidence
             if right < len(calls) - wrong and (best is None or right < best[1]):
                 best = (list(pick), right, holding)
