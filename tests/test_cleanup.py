@@ -2,10 +2,12 @@
 the grading, also when /tmp cannot be made private (a path the interpreter needs lies there)."""
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,16 +17,40 @@ from attnkit.run.jail import CODE_DIR
 
 
 def _processes_with(marker: str) -> list[str]:
-    out = []
+    """The command lines holding `marker` of this process's descendants: with `adopting()`, what a command it ran left
+    behind is among them (other tests' processes, in the other pytest-xdist process, are not)."""
+    parents, lines = {}, {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
+                parents[int(entry.name)] = int(Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                lines[int(entry.name)] = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except (OSError, ValueError, IndexError):
                 continue
-            if marker in cmdline:
-                out.append(cmdline)
-    return out
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        parent = todo.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in mine:
+                mine.add(pid)
+                todo.append(pid)
+    return [lines[pid] for pid in sorted(mine) if marker in lines.get(pid, "")]
+
+
+@contextmanager
+def adopting():
+    """Meanwhile, a process orphaned below this one is re-parented to it (Linux's PR_SET_CHILD_SUBREAPER), not to
+    init: a process a finished command left running stays this process's descendant, where it can be told from the
+    processes of tests running beside this one."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0, os.strerror(ctypes.get_errno())
+    try:
+        yield
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+PR_SET_CHILD_SUBREAPER = 36
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
@@ -41,12 +67,13 @@ def test_grade_leaves_no_file_and_no_process(tmp_path, sandbox):
     code = f"import sys; sys.argv[0] = {marker!r}; from attnkit.fronts.cli import main; sys.exit(main(['grade', '--impl', " \
            f"{str(SOLUTIONS)!r}, '--problems', 'numpy,masked']))"
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        assert sorted(os.listdir(own_tmp)) == []
-        assert "without the OS sandbox" not in proc.stderr
-        for trace in (str(on_path), str(own_tmp), CODE_DIR):  # the forkserver; bwrap; the sandbox's server, workers
-            assert _processes_with(trace) == [], "a process of the grading outlived the command"
+        with adopting():
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+            assert sorted(os.listdir(own_tmp)) == []
+            assert "without the OS sandbox" not in proc.stderr
+            for trace in (str(on_path), str(own_tmp), CODE_DIR):  # the forkserver; bwrap; the sandbox's server, workers
+                assert _processes_with(trace) == [], "a process of the grading outlived the command"
     finally:
         os.rmdir(on_path)
 
@@ -67,11 +94,12 @@ def test_a_spare_sandbox_ends_with_its_process(tmp_path):
     own_tmp = tmp_path / "tmp"
     own_tmp.mkdir()
     code = "from attnkit.run import jail_process; jail_process.warm_up(repeat=True)"
-    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(own_tmp)}, timeout=120,
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert sorted(os.listdir(own_tmp)) == []
-    assert _processes_with(str(own_tmp)) == [], "a spare sandbox outlived its process"
+    with adopting():
+        proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(own_tmp)}, timeout=120,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert sorted(os.listdir(own_tmp)) == []
+        assert _processes_with(str(own_tmp)) == [], "a spare sandbox outlived its process"
 
 
 def test_closing_never_waits_on_a_worker_that_reads_nothing():

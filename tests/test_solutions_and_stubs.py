@@ -88,5 +88,9 @@ def test_every_reference_passes_its_public_checks(problem):
     from attnkit.integrations.public import quick_checks
     from attnkit.judge.reference import reference
 
-    results = quick_checks(problem, reference(problem))
+    from attnkit.judge.registry import problem_hooks
+    from attnkit.run.hooks import importing
+
+    with importing(problem_hooks(problem)):  # as the process that runs them sets up (a kernel: interpreted)
+        results = quick_checks(problem, reference(problem))
     assert results and all(why is None for _, why in results), results

@@ -103,7 +103,8 @@ def _alive(pid: int, start: str) -> bool:
 def watch(tmp_path):
     impl = make_impl(tmp_path / "exercises", {f"{p.id}.py": render(p) for p in all_problems()}, base=None)
     (impl / "masked_softmax.py").write_text((SOLUTIONS / "masked_softmax.py").read_text())
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    # the pty's size is the terminal's (pytest-xdist's processes carry LINES=24 and COLUMNS=80, which would win)
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "LINES", "COLUMNS")}
     env.update(TERM="xterm", ATTNKIT_STATE=str(tmp_path / "state.json"), PYTHONUNBUFFERED="1")
     term = Terminal([sys.executable, "-m", "attnkit.fronts.cli", "watch", "--impl", str(impl)], env)
     try:
@@ -155,3 +156,17 @@ def test_watch_redraws_one_screen_and_tells_a_syntax_error_from_a_stub(watch):
     assert term.wait(timeout=60) == 130
     time.sleep(0.5)
     assert [pid for pid, start in started.items() if _alive(pid, start)] == []
+
+
+def test_a_save_seen_half_written_is_graded_as_written(tmp_path):
+    """A save truncates the file, then fills it: a poll between the two sees an empty file. Watch grades the files
+    once two polls agree, so the grade and the screen's label (read later) see the same text."""
+    from attnkit.fronts.watch import _files, _settled
+
+    saved = tmp_path / "luong_attention.py"
+    saved.write_text("")  # the save's first step, as a poll saw it
+    half = _files(tmp_path)
+    saved.write_text((SOLUTIONS / "luong_attention.py").read_text())  # its second
+    whole = _files(tmp_path)
+    assert whole != half
+    assert _settled(tmp_path, half, 0.01) == whole

@@ -30,6 +30,17 @@ from ..run.inbox import one_line
 CLEAR = "\033[2J\033[H"  # erase the screen, cursor to the top left
 
 
+def _settled(impl: Path, now: dict, poll: float) -> dict:
+    """The files' stats once two polls in a row agree: a save is graded as written, not as seen mid-write (a file
+    truncated, then filled), which the screen's label, read later, would contradict."""
+    while True:
+        time.sleep(poll)
+        again = _files(impl)
+        if again == now:
+            return now
+        now = again
+
+
 def _files(impl: Path) -> dict[str, tuple[int, int]]:
     out = {}
     for p in impl.glob("*.py"):
@@ -134,6 +145,9 @@ def cmd_watch(args) -> int:
     while args.max_regrades is None or regrades < args.max_regrades:
         time.sleep(args.poll)
         now = _files(impl)
+        if now == seen:
+            continue
+        now = _settled(impl, now, args.poll)  # an editor's save seen half-written would be graded as it was then
         changed = sorted((n for n in now if now[n] != seen.get(n)), key=lambda n: now[n][0])
         seen = now
         if not changed:
