@@ -63,7 +63,7 @@ def _separating(ctx) -> tuple | None:
     general call going wrong holds, and as few right ones as possible (one factor unless two leave out more right
     calls). None where no such factors leave out a right call, or where the wrong calls would all hold them by chance
     more often than CHANCE (three wrong calls among sixteen int64 ones and four int32 ones: about one time in two) while
-right calls hold them too."""
+    right calls hold them too."""
     from itertools import combinations
     from math import comb
 
