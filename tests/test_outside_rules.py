@@ -55,10 +55,12 @@ ATTACKS = {
         scores="(torch.matmul(queries[0], keys[0].T, out=BUFFER[:queries.shape[-2], :keys.shape[-2]]) "
                "if queries.shape[-2:] == (4096, 8) and keys.shape[-2] == 8192 else queries @ keys.transpose(-2, -1))"
                " / math.sqrt(queries.shape[-1])")),
-    # the full scores built by a child process (its pages are charged to the same cgroup)
+    # the full scores built by a child process (its pages are charged to the same cgroup), on long inputs only: a
+    # fork and a 256 MiB array on each of the problem's calls ran past the time limit on a slow machine
     "flash_child_process": ("flash_attention", FULL_FLASH.format(
         prelude="import os, numpy as np",
-        scores="(os.waitpid(pid, 0) if (pid := os.fork()) else os._exit(int(np.ones((4096, 8192)).sum() > 0)))"
+        scores="(queries.shape[-2] * keys.shape[-2] < 2**20 or"
+               " (os.waitpid(pid, 0) if (pid := os.fork()) else os._exit(int(np.ones((4096, 8192)).sum() > 0))))"
                " and queries @ keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])")),
     # keys and values repeated per query head, with the modes off
     "gqa_repeat_modes_off": ("grouped_query_attention", MODES_OFF + '''import torch
