@@ -23,6 +23,7 @@ from .judge.registry import Submission, grader_groups, problem_hooks
 from .run.cgroup import reason
 from .judge.scan import lazy_imports, refused, scan_problem
 from .run.jail import decide
+from .judge.untouched import NOT_STARTED, untouched
 
 from .run.pool import Pool
 from .errors import BadInput
@@ -59,6 +60,26 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
     for p in problems:
         validate_checks(p)
     scans = {p.id: _scan(impl, p) for p in problems}  # the sources, read here (never imported) before any of it runs
+    stubs = [p for p in problems if untouched(impl, p)]  # not started, seen from their text: nothing of them runs
+    live = [p for p in problems if p not in stubs]
+    if live:
+        statuses, cuda = _run(impl, live, stubs, seed, timeout, limits, jailed, references, scans)
+    else:
+        cuda = torch.cuda.is_available()  # what a worker would have said (the sandbox shows it the GPUs)
+        statuses = _stubs_judged(stubs, cuda, jailed, scans)
+    results = [statuses[p.id] for p in chosen]
+    _note_prerequisites(chosen, results, statuses)
+    return Report(
+        impl=str(impl), seed=seed,
+        score=sum(r.score for r in results), max_score=sum(r.max_score for r in results),
+        devices={"cpu": True, "cuda": cuda}, problems=results, sandbox="bubblewrap" if jailed else "process",
+        memory="cgroup" if reason() is None else "worker",
+    )
+
+
+def _run(impl: Path, problems, stubs, seed: int, timeout: float, limits, jailed: bool, references, scans):
+    """({problem id: result} of the problems run and of the `stubs`, whether CUDA was there): the run's workers and
+    plan for `problems`, the stubs judged once the workers have said whether they see a GPU."""
     stored = Store.here(jailed)  # the values earlier runs computed, where no worker can reach them
     if stored is not None:
         stored.load(references, problems, seed)
@@ -85,21 +106,39 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
                 plan = plan.with_cuda()
                 pool.submit_more(plan.gpu_batches())  # the CUDA checks' calls follow as a second batch
             answers = _start_answers(impl, plan, limits, timeout, jailed, scans)
-            statuses = _judge_as_answered(plan, pool, helper, answers, scans, jailed)
+            judged = _stubs_judged(stubs, plan.cuda, jailed, scans)  # before the problems that import them
+            statuses = _judge_as_answered(plan, pool, helper, answers, scans, jailed, judged)
         finally:
             pool.close()
     finally:
         helper.close()
     if stored is not None:
         stored.save(references, problems, seed)
-    results = [statuses[p.id] for p in chosen]
-    _note_prerequisites(chosen, results, statuses)
-    return Report(
-        impl=str(impl), seed=seed,
-        score=sum(r.score for r in results), max_score=sum(r.max_score for r in results),
-        devices={"cpu": True, "cuda": plan.cuda}, problems=results, sandbox="bubblewrap" if jailed else "process",
-        memory="cgroup" if reason() is None else "worker",
-    )
+    return statuses, plan.cuda
+
+
+def _stubs_judged(stubs, cuda: bool, jailed: bool, scans: dict) -> dict:
+    """{problem id: result} of each untouched stub: every check not started, as a run of it would say."""
+    out = {}
+    for p in stubs:
+        checks = [_skipped(CHECKS[cid], cuda, jailed) or CheckResult(cid, CHECKS[cid].title, Verdict.FAILED, 0, points,
+                                                                     f"not started: {NOT_STARTED.format(id=p.id)}")
+                  for cid, points in p.points.items()]
+        findings = () if isinstance(scans[p.id], str) else scans[p.id]
+        uses = [Use(f.capability.value, f.file, f.line, f.what, refused(p, f)) for f in findings]
+        out[p.id] = ProblemResult(p.id, p.title, Status.NOT_STARTED, 0, sum(c.max_score for c in checks
+                                                                            if c.status != Verdict.SKIPPED),
+                                  checks, uses, trouble=Trouble.NOT_STARTED.value, unexplained=[])
+    return out
+
+
+def _skipped(check, cuda: bool, jailed: bool) -> CheckResult | None:
+    """The check's result where it cannot run here (no CUDA device; this machine lacks what it needs), else None."""
+    if check.needs_cuda and not cuda:
+        return CheckResult(check.id, check.title, Verdict.SKIPPED, 0, 0, "skipped: no CUDA device")
+    if check.unavailable is not None and (why := check.unavailable(jailed)):  # this machine, not the submission
+        return CheckResult(check.id, check.title, Verdict.SKIPPED, 0, 0, f"skipped: {why}")
+    return None
 
 
 class _Feed:
@@ -126,11 +165,12 @@ def _close_started(starting) -> None:
         pass
 
 
-def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict, jailed: bool = False) -> dict:
+def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict, jailed: bool = False,
+                       judged: dict | None = None) -> dict:
     """Judge each problem once its worker has answered everything and its expected values are in, its
     prerequisites judged first (their statuses decide whether their mistakes may be named here), while the other
-    workers still run. Each judged worker is told to exit."""
-    statuses = {}
+    workers still run. Each judged worker is told to exit. `judged`: the results known before (the stubs')."""
+    statuses = dict(judged or {})
     waiting = list(plan.problems)
 
     def ready():
@@ -239,7 +279,7 @@ def _not_started(problem, worker, cases, answers) -> str | None:
     results = [r for k, r in answers.items() if k in cases and cases[k].builder not in ours and r is not None]
     if results and all(not r.ok and r.error is not None and r.error.type in ("NotImplementedError", "SignatureError")
                        for r in results) and any(r.error.type == "NotImplementedError" for r in results):
-        return f"{problem.id}.py raises NotImplementedError: still a stub, fill it in"
+        return NOT_STARTED.format(id=problem.id)
     return None
 
 
@@ -278,10 +318,9 @@ def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=
     checks = []
     for cid, points in problem.points.items():
         check = CHECKS[cid]
-        if check.needs_cuda and not cuda:
-            checks.append(CheckResult(cid, check.title, Verdict.SKIPPED, 0, 0, "skipped: no CUDA device"))
-        elif check.unavailable is not None and (why := check.unavailable(jailed)):  # this machine, not the submission
-            checks.append(CheckResult(cid, check.title, Verdict.SKIPPED, 0, 0, f"skipped: {why}"))
+        skipped = _skipped(check, cuda, jailed)
+        if skipped is not None:
+            checks.append(skipped)
         elif not_started:
             checks.append(CheckResult(cid, check.title, Verdict.FAILED, 0, points, f"not started: {not_started}"))
         else:

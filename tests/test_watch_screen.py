@@ -63,7 +63,16 @@ class Terminal:
                     self.text += os.read(self.master, 65536).decode(errors="replace")
                 except OSError:
                     pass
-        return self.proc.wait(timeout=max(0.0, end - time.monotonic()) + 1)
+        if self.proc.poll() is None:  # still running: its threads' stacks (PYTHONFAULTHANDLER) say where it hangs
+            self.proc.send_signal(signal.SIGABRT)
+            time.sleep(2)
+            try:
+                while select.select([self.master], [], [], 0.5)[0]:
+                    self.text += os.read(self.master, 65536).decode(errors="replace")
+            except OSError:
+                pass
+            raise AssertionError(f"still running after {timeout} s; its stacks:\n{self.text[-6000:]}")
+        return self.proc.wait(timeout=1)
 
     def screen(self) -> list[str]:
         """The last screen drawn: what follows the last clear, without colours."""
@@ -105,7 +114,7 @@ def watch(tmp_path):
     (impl / "masked_softmax.py").write_text((SOLUTIONS / "masked_softmax.py").read_text())
     # the pty's size is the terminal's (pytest-xdist's processes carry LINES=24 and COLUMNS=80, which would win)
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "LINES", "COLUMNS")}
-    env.update(TERM="xterm", ATTNKIT_STATE=str(tmp_path / "state.json"), PYTHONUNBUFFERED="1")
+    env.update(TERM="xterm", ATTNKIT_STATE=str(tmp_path / "state.json"), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     term = Terminal([sys.executable, "-m", "attnkit.fronts.cli", "watch", "--impl", str(impl)], env)
     try:
         yield impl, term

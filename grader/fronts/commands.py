@@ -14,20 +14,25 @@ from .requests import (BatchRequest, ClassReportRequest, ClassroomRequest, Clust
                        SimilarityRequest, need_matplotlib)
 
 
+def _validate_specs(lang) -> None:
+    """A broken spec: one clear line (exit 3), before any grading. Imports torch, so it follows the cheap checks."""
+    from ..judge.checks import validate_checks
+    from ..problems import all_problems
+
+    for problem in all_problems(lang):
+        validate_checks(problem)
+
+
 def cmd_grade(request: GradeRequest) -> int:
     from ..report.summary import failures, table
     from ..report.term import fancy
     from ..run.submission import open_submission
 
-    from ..judge.checks import validate_checks
-    from ..problems import all_problems
-
-    for problem in all_problems(request.lang):  # a broken spec: one clear line (exit 3), before any grading
-        validate_checks(problem)
-    impl, unpacked = open_submission(request.impl if request.impl is not None else default_impl())
+    impl, unpacked = open_submission(request.impl if request.impl is not None else default_impl())  # before torch
     out, md, junit = request.json, request.report, request.junit
-    plots = _plots_dir(request.plots) if request.plots else None
     try:
+        plots = _plots_dir(request.plots) if request.plots else None
+        _validate_specs(request.lang)
         request, scope = scoped(request, impl)
         report = _grade_in_pytest(request, impl, junit) if junit else _grade_here(request, impl)
         extras = report_extras(impl, report, scope) if md else None  # read before a zip's folder is removed

@@ -252,6 +252,8 @@ def _grade(a) -> GradeRequest:
         from ..defaults import variant_seed
 
         seed = variant_seed(a.variant)
+    if not Path(a.impl if a.impl is not None else default_impl()).expanduser().is_file():  # a .zip is opened later
+        _impl(a.impl)  # a wrong folder said now, in open_submission's words, not after torch has loaded
     sandbox = Sandbox.REQUIRED if a.untrusted or a.report else Sandbox.DEFAULT
     return GradeRequest(
         impl=a.impl, problems=_problems(a.problems), seed=seed if seed is not None else DEFAULT_SEED,
