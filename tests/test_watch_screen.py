@@ -29,14 +29,21 @@ CLEAR = "\033[2J\033[H"
 ANSI = re.compile(r"\033\[[0-9;?]*[A-Za-z]")
 
 
+AS_A_SHELL = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+              "signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv(sys.argv[1], sys.argv[1:])")
+"""Start the command as a terminal's shell would: Ctrl-C neither ignored nor blocked, whatever the test process's own
+signal state (a process inherits both, and Python leaves an ignored SIGINT ignored: seen once under pytest-xdist,
+where the command never got its Ctrl-C)."""
+
+
 class Terminal:
     """A process on the slave side of a pty (40 rows, 120 columns); what it wrote, read from the master."""
 
     def __init__(self, argv, env):
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=slave, stdout=slave, stderr=slave,
-                                     start_new_session=True, close_fds=True)
+        self.proc = subprocess.Popen([sys.executable, "-c", AS_A_SHELL, *argv], cwd=ROOT, env=env, stdin=slave,
+                                     stdout=slave, stderr=slave, start_new_session=True, close_fds=True)
         os.close(slave)
         self.text = ""
 
@@ -63,7 +70,11 @@ class Terminal:
                     self.text += os.read(self.master, 65536).decode(errors="replace")
                 except OSError:
                     pass
-        if self.proc.poll() is None:  # still running: its threads' stacks (PYTHONFAULTHANDLER) say where it hangs
+        if self.proc.poll() is None:  # still running: its signal state, and its threads' stacks (PYTHONFAULTHANDLER)
+            try:
+                self.text += "".join(ln for ln in open(f"/proc/{self.proc.pid}/status") if ln.startswith(("Sig", "ShdPnd")))
+            except OSError:
+                pass
             self.proc.send_signal(signal.SIGABRT)
             time.sleep(2)
             try:

@@ -9,7 +9,7 @@ from .commands import (cmd_batch, cmd_classroom, cmd_cluster, cmd_course, cmd_de
 from ..errors import SpecError
 from ..model.spec import VISIBILITIES
 from .options import BadInput, positive, share, variant_name
-from .requests import DevRequest, resolve, sandbox_of
+from .requests import DevRequest, precheck, resolve, sandbox_of
 
 
 class _Parser(argparse.ArgumentParser):
@@ -170,6 +170,7 @@ def main(argv=None) -> int:
     try:
         grading = args.command in GRADING and getattr(args, "cluster", None) is None  # on a cluster, the workers grade
         if grading:
+            precheck(args)  # a mistyped path said now, not after a sandbox has started
             _spare_early(args)
         request = resolve(args)  # every flag checked here, before any work (the cluster's too)
         if grading:

@@ -18,14 +18,25 @@ CATALOGUES = Path(__file__).parent
 """The folder of the translations' catalogues: <lang>/<id>.json beside the specs (grader/model/i18n.py)."""
 
 
+def _modules() -> list[str]:
+    """The spec modules' names: the kit's, then those of extensions (grader/extensions.py); none imported."""
+    return [f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")] + \
+        modules("problems")
+
+
+def ids() -> tuple[str, ...]:
+    """Every problem id, sorted, from the spec modules' names alone (no spec imported, so no torch): for the checks
+    that only need the ids, such as a command line's paths."""
+    return tuple(sorted(name.rsplit(".", 1)[1] for name in _modules()))
+
+
 @functools.lru_cache(maxsize=1)
 def _specs() -> dict:
     """Problem id -> its spec, or the error its module raised on import (named when it is asked for). Loaded on
     first use, not when this package is imported: the pytest plugin imports the kit in every project, and specs
     import torch."""
     specs = {}
-    names = [f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
-    for name in names + modules("problems"):  # the kit's specs, then those of extensions (grader/extensions.py)
+    for name in _modules():
         try:
             specs[name.rsplit(".", 1)[1]] = importlib.import_module(name).PROBLEM
         except Exception as exc:  # noqa: BLE001 - a broken spec is reported as a SpecError by get()

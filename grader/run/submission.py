@@ -45,26 +45,45 @@ def open_submission(path, label: str = "--impl") -> tuple[Path, tempfile.Tempora
     directory must hold the files itself; a zip, or an uploaded folder (batch, Gradescope), may
     hold them a folder or two down. `label`: "--impl" (messages then name the path), or how messages name the
     submission (the caller's own words, or a name already made safe with `shown`)."""
-    p = Path(path).expanduser()
-    flag = label.startswith("--")
-    where = f"{label} {one_line(str(path), 200)}" if flag else label
-    try:
-        is_file = p.is_file()
-        is_dir = not is_file and p.is_dir()
-    except OSError as exc:
-        raise BadInput(f"{where}: cannot be read ({exc.strerror})") from None
-    if is_file and p.suffix.lower() == ".zip":
+    p, where, is_zip = _checked(path, label)
+    if is_zip:
         tmp = tempfile.TemporaryDirectory(prefix="attnkit-zip-")
         try:
             return _unzip(p, Path(tmp.name), where), tmp
         except BaseException:
             tmp.cleanup()
             raise
-    if is_file:
-        raise BadInput(f"{where}: not a directory or a .zip")
-    if is_dir and not flag:  # an upload: the files may sit a folder or two down
+    if not label.startswith("--") and _is_dir(p, where):  # an upload: the files may sit a folder or two down
         return _find_root(p, p, where).resolve(), None
     return _impl_dir(p, where), None
+
+
+def _is_dir(p: Path, where: str) -> bool:
+    try:
+        return p.is_dir()
+    except OSError as exc:
+        raise BadInput(f"{where}: cannot be read ({exc.strerror})") from None
+
+
+def check_path(path, label: str = "--impl") -> None:
+    """What open_submission says of `path` without unpacking it: a .zip's members are read when it is opened."""
+    p, where, is_zip = _checked(path, label)
+    if not is_zip and label.startswith("--"):
+        _impl_dir(p, where)
+
+
+def _checked(path, label: str) -> tuple[Path, str, bool]:
+    """(the path, how messages name it, whether it is a .zip); BadInput where it is a file of another kind, or cannot
+    be read."""
+    p = Path(path).expanduser()
+    where = f"{label} {one_line(str(path), 200)}" if label.startswith("--") else label
+    try:
+        is_file = p.is_file()
+    except OSError as exc:
+        raise BadInput(f"{where}: cannot be read ({exc.strerror})") from None
+    if is_file and p.suffix.lower() != ".zip":
+        raise BadInput(f"{where}: not a directory or a .zip")
+    return p, where, is_file
 
 
 def _unzip(archive: Path, dest: Path, label: str) -> Path:
@@ -197,9 +216,9 @@ def _impl_dir(p: Path, where: str) -> Path:
             raise BadInput(f"{where}: no such file or directory")
         if not p.is_dir():
             raise BadInput(f"{where}: not a directory")
-        if not any((p / f"{pid}.py").is_file() for pid in problems.ORDER):
+        if not any((p / f"{pid}.py").is_file() for pid in problems.ids()):
             raise BadInput(f"{where}: none of the problem files is there "
-                           f"({', '.join(f'{pid}.py' for pid in problems.ORDER)})")
+                           f"({', '.join(f'{pid}.py' for pid in problems.ids())})")
     except OSError as exc:
         raise BadInput(f"{where}: cannot be read ({exc.strerror})") from None
     return p.resolve()
