@@ -6,6 +6,8 @@ never an exception from zipfile; member and submission names are shown quoted, w
 """
 from __future__ import annotations
 
+import contextlib
+
 import stat
 import tempfile
 import zipfile
@@ -13,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import BadInput
 from .inbox import one_line
-from .. import problems  # problems.ORDER loads the specs (torch): only when a submission is opened
+from .. import problems  # problems.ids() loads no spec (torch)
 
 MAX_UNPACKED = 50 << 20  # bytes
 MAX_ARCHIVE = MAX_UNPACKED + (4 << 20)  # bytes of the zip itself: more can only unpack to more than MAX_UNPACKED
@@ -66,9 +68,13 @@ def _is_dir(p: Path, where: str) -> bool:
 
 
 def check_path(path, label: str = "--impl") -> None:
-    """What open_submission says of `path` without unpacking it: a .zip's members are read when it is opened."""
+    """What open_submission says of `path` without unpacking it: of a .zip, what its directory shows (its data is
+    read when it is unpacked)."""
     p, where, is_zip = _checked(path, label)
-    if not is_zip and label.startswith("--"):
+    if is_zip:
+        with _opened(p, where):
+            pass
+    elif label.startswith("--"):
         _impl_dir(p, where)
 
 
@@ -87,6 +93,22 @@ def _checked(path, label: str) -> tuple[Path, str, bool]:
 
 
 def _unzip(archive: Path, dest: Path, label: str) -> Path:
+    with _opened(archive, label) as (zf, members, paths):
+        written = 0
+        for m, parts in zip(members, paths):  # sizes are re-counted while writing: the header may lie
+            target = dest.joinpath(*parts)
+            if m.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            written += _extract(zf, m, target, MAX_UNPACKED - written, label)
+    return _find_root(dest, archive, label)
+
+
+@contextlib.contextmanager
+def _opened(archive: Path, label: str):
+    """(the zip, its members, each member's path as parts), once its directory is known to be safe to unpack: its
+    size, its count of members, their names, kinds and methods (the data is checked while it is written)."""
     try:
         size = archive.stat().st_size
     except OSError as exc:
@@ -107,15 +129,7 @@ def _unzip(archive: Path, dest: Path, label: str) -> Path:
             raise BadInput(f"{label}: more than {MAX_UNPACKED >> 20} MB when unpacked")
         paths = [_check_member(m, label) for m in members]
         _check_names(members, paths, label)
-        written = 0
-        for m, parts in zip(members, paths):  # sizes are re-counted while writing: the header may lie
-            target = dest.joinpath(*parts)
-            if m.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            written += _extract(zf, m, target, MAX_UNPACKED - written, label)
-    return _find_root(dest, archive, label)
+        yield zf, members, paths
 
 
 def _check_member(m: zipfile.ZipInfo, label: str) -> tuple[str, ...]:
@@ -201,9 +215,9 @@ def _find_root(dest: Path, archive: Path, label: str) -> Path:
     """The folder of the zip that holds the problem files: its root or one folder down (or two)."""
     for depth in range(3):
         for d in [dest] if depth == 0 else dest.glob("/".join(["*"] * depth)):
-            if d.is_dir() and "__MACOSX" not in d.parts and any((d / f"{pid}.py").is_file() for pid in problems.ORDER):
+            if d.is_dir() and "__MACOSX" not in d.parts and any((d / f"{pid}.py").is_file() for pid in problems.ids()):
                 return d
-    raise BadInput(f"{label}: none of the problem files is in it ({', '.join(f'{p}.py' for p in problems.ORDER)})")
+    raise BadInput(f"{label}: none of the problem files is in it ({', '.join(f'{p}.py' for p in problems.ids())})")
 
 
 def impl_dir(path) -> Path:
