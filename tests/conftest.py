@@ -113,7 +113,7 @@ SLOW_CASES = (  # end-to-end cases of over 6 s each (measured with --durations):
     # each proven again by a sibling here (the other styles, generated files fresh, the solutions' full marks)
     "test_correct_variants.py::test_correct_style_gets_full_marks[loops]",
     "test_generated.py::test_dev_check_passes",
-    # and at 4cb9ddb~2 (16:34 on 2 cores, with untouched stubs no longer run): the kernels stage whole (the interpreter,
+    # and at 9360783 (16:34 on 2 cores, with untouched stubs no longer run): the kernels stage whole (the interpreter,
     # 25 to 50 s a test), and end-to-end runs of 10 to 25 s, each with a sibling here (another style, the other
     # launcher, the same command scoped, another language's grading)
     "test_kernels.py::test_the_reference_gets_full_marks",
