@@ -158,6 +158,16 @@ HALVED = (  # wide parametrized families (at 1eab12e, 13:26 on 2 cores: 450 s of
     "test_tolerances.py::test_stability_reference_in_float32_fits",
     "test_tolerances.py::test_float32_reference_uses_under_a_tenth_of_the_tolerance",
     "test_tolerances.py::test_half_precision_reference_fits_the_half_tolerance",
+    # and at 5622d91 (10:55 on 2 cores): the correct styles, the unseen samples, and families of bad-input commands
+    "test_correct_variants.py::test_correct_style_gets_full_marks",
+    "test_unseen.py::test_unseen_mistake_fails_and_is_named_right",
+    "test_unseen.py::test_fresh_code_gets_the_right_verdict_and_a_right_name_or_stage",
+    "test_intercepts.py::test_no_path_reaches_a_banned_operator",
+    "test_llm_calls.py::test_each_way_into_autograd_fails_the_problem_naming_it",
+    "test_learner_commands.py::test_unknown_problem_lists_the_valid_ones",
+    "test_learner_commands.py::test_a_bad_state_path_is_one_line_and_changes_nothing",
+    "test_hiring_and_scale.py::test_export_bad_input",
+    "test_commands.py::test_bad_input_gets_one_line_and_nonzero_exit",
 )
 
 
