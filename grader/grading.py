@@ -124,12 +124,15 @@ def _stubs_judged(stubs, cuda: bool, jailed: bool, scans: dict) -> dict:
         checks = [_skipped(CHECKS[cid], cuda, jailed) or CheckResult(cid, CHECKS[cid].title, Verdict.FAILED, 0, points,
                                                                      f"not started: {NOT_STARTED.format(id=p.id)}")
                   for cid, points in p.points.items()]
-        findings = () if isinstance(scans[p.id], str) else scans[p.id]
-        uses = [Use(f.capability.value, f.file, f.line, f.what, refused(p, f)) for f in findings]
-        out[p.id] = ProblemResult(p.id, p.title, Status.NOT_STARTED, 0, sum(c.max_score for c in checks
-                                                                            if c.status != Verdict.SKIPPED),
-                                  checks, uses, trouble=Trouble.NOT_STARTED.value, unexplained=[])
+        out[p.id] = ProblemResult(p.id, p.title, Status.NOT_STARTED, 0, sum(c.max_score for c in checks),
+                                  checks, _uses(p, scans[p.id]), trouble=Trouble.NOT_STARTED.value, unexplained=[])
     return out
+
+
+def _uses(problem, findings) -> list[Use]:
+    """The source's findings as the report lists them (none where the reading failed: the check says so)."""
+    findings = () if isinstance(findings, str) else findings
+    return [Use(f.capability.value, f.file, f.line, f.what, refused(problem, f)) for f in findings]
 
 
 def _skipped(check, cuda: bool, jailed: bool) -> CheckResult | None:
@@ -333,8 +336,7 @@ def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=
         else Status.FAILED
     if status == Status.PASSED and any(c.status == Verdict.ERROR for c in checks):
         status = Status.FAILED  # nothing the learner did is wrong, but the problem was not fully graded
-    uses = [Use(f.capability.value, f.file, f.line, f.what, refused(problem, f)) for f in findings]
-    result = ProblemResult(problem.id, problem.title, status, score, max_score, checks, uses,
+    result = ProblemResult(problem.id, problem.title, status, score, max_score, checks, _uses(problem, findings),
                            trouble=_trouble(worker, bool(not_started), checks), unexplained=unexplained)
     if failing and probe is not None:  # after the verdict, which nothing here changes
         result.departure = _departure(problem, ctx, probe)  # said once per problem (report/feedback.py)

@@ -131,3 +131,29 @@ def test_first_contact_on_untouched_stubs_is_short(tmp_path):
     assert any(ln.startswith(f"Next: fill in {ORDER[0]}.py") for ln in lines), r.stdout
     verbose = run("-m", "pytest", "--attnkit-impl", str(tmp_path / "exercises"), "-v", cwd=tmp_path)
     assert verbose.returncode == 1 and verbose.stdout.count("still a stub") >= len(ORDER)
+
+
+TORCH_AFTER = ("import sys; from attnkit.fronts.cli import main; rc = main(sys.argv[1:]); "
+               "print('torch loaded' if 'torch' in sys.modules else 'no torch', rc)")
+"""The command line run in-process, then whether torch was loaded, and the exit code."""
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--impl", "no/such/dir"], "no such file or directory"),
+    (["--impl", "tests"], "none of the problem files is there"),
+    (["--impl", "solutions", "--json", "/no/such/dir/r.json"], "does not exist"),
+    (["--impl", "README.md.zip"], "no such file or directory"),
+])
+def test_a_wrong_path_is_said_before_torch_loads(tmp_path, args, expected):
+    """grade's paths are checked before the sandbox and torch start (fronts/requests.precheck)."""
+    r = run("-c", TORCH_AFTER, "grade", *args)
+    assert r.stdout.split() == ["no", "torch", "2"], r.stdout + r.stderr
+    assert expected in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_zip_s_damaged_directory_is_said_before_torch_loads(tmp_path):
+    archive = tmp_path / "s.zip"
+    archive.write_bytes(b"PK\x05\x06" + b"\x00" * 10)  # an end record and nothing else: truncated
+    r = run("-c", TORCH_AFTER, "grade", "--impl", str(archive))
+    assert r.stdout.split() == ["no", "torch", "2"], r.stdout + r.stderr
+    assert "not a valid zip" in r.stderr

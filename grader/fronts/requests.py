@@ -256,25 +256,25 @@ def _grade(a) -> GradeRequest:
     return GradeRequest(
         impl=a.impl, problems=_problems(a.problems), seed=seed if seed is not None else DEFAULT_SEED,
         variant=a.variant, timeout=a.timeout if a.timeout is not None else DEFAULT_TIMEOUT, limits=from_options(a),
-        sandbox=sandbox, **_grade_paths(a), plots=a.plots or None, lang=a.lang, seed_given=seed is not None)
+        sandbox=sandbox, **_outputs(a), plots=a.plots or None, lang=a.lang, seed_given=seed is not None)
 
 
-def _grade_paths(a) -> dict:
-    """The files `grade` writes, each checked; and the submission's path, where it is a folder (a .zip is opened by
-    the command). Cheap: `precheck` says a wrong one before anything starts."""
-    from ..run.submission import check_path
-
-    check_path(a.impl if a.impl is not None else default_impl())  # in open_submission's words
+def _outputs(a) -> dict:
+    """The files `grade` writes, each checked (cheap)."""
     return dict(json=json_path(a.json) if a.json else None,
                 report=json_path(a.report, "--report") if a.report else None,
                 junit=json_path(a.junit, "--junit") if a.junit else None)
 
 
 def precheck(args) -> None:
-    """The command line's paths checked before the sandbox or torch start (resolve checks them again, with the rest):
-    a mistyped path is said in a fraction of a second. BadInput where one is wrong."""
+    """grade's paths checked before the sandbox or torch start: a mistyped one is said in a fraction of a second. The
+    submission's in open_submission's words (of a .zip, its directory: the command unpacks it); the outputs are
+    checked again by resolve, with the rest. BadInput where one is wrong."""
     if args.command == "grade":
-        _grade_paths(args)
+        from ..run.submission import check_path
+
+        check_path(args.impl if args.impl is not None else default_impl())
+        _outputs(args)
 
 
 def _batch(a) -> BatchRequest:
