@@ -139,14 +139,20 @@ def test_autograde_warns_of_no_checksum(course):
     assert "Attribute 'checksum'" not in log and "has changed" not in log, log[-3000:]
 
 
-def test_a_hanging_notebook_costs_the_time_per_problem_not_the_cell_timeout(course):
-    """dave's masked_softmax never returns: the quick check in the kernel and the grading outside it each stop at the
-    grader's 30 s, so his notebook is graded (0 points, the reason in his feedback) well within the 120 s cell timeout
-    that used to stop the kernel's quick check."""
-    assert LOGS["hang_seconds"] < 110, LOGS["hang_seconds"]
-    assert notebook_scores(course, "dave", ["masked_softmax"]) == {"masked_softmax": 0}
+def test_a_hanging_notebook_is_stopped_by_the_time_per_problem_not_the_cell_timeout(course):
+    """dave's masked_softmax never returns: the quick check in the kernel stops at the grader's 30 s (its own message,
+    not nbclient's cell timeout of 120 s, which would fail the whole notebook's execution), and the grading outside it
+    times out the problem, so his notebook is graded: 0 points, the reason in his feedback. (How long that takes is
+    measured, not asserted: `LOGS["hang_seconds"]`; CI's slower machine took 116 s for all of autograde.)"""
+    from attnkit.integrations.course import CELL_TIMEOUT
+
+    log = LOGS["hang"].stdout + LOGS["hang"].stderr
     feedback = (course / "feedback" / "dave" / "attention" / "masked_softmax.html").read_text()
     assert "quick check stopped after 30 s" in feedback and "timed out" in feedback
+    for text in (log, feedback):
+        assert "A cell timed out while it was being executed" not in text, text[-3000:]
+        assert f"after {CELL_TIMEOUT} seconds" not in text
+    assert notebook_scores(course, "dave", ["masked_softmax"]) == {"masked_softmax": 0}
 
 
 def test_release_has_no_solution_and_no_hidden_tests(course):
