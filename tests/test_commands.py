@@ -151,6 +151,19 @@ def test_a_wrong_path_is_said_before_torch_loads(tmp_path, args, expected):
     assert expected in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("make,expected", [
+    (lambda d: None, "not a directory of submissions"),
+    (lambda d: d.mkdir(), "no submissions in it"),
+    (lambda d: (d.mkdir(), (d / "notes.txt").write_text("x")), "skipped 'notes.txt': not a directory or a .zip"),
+], ids=["missing", "empty", "only_a_text_file"])
+def test_a_batch_folder_without_submissions_is_said_before_torch_loads(tmp_path, make, expected):
+    """grade-batch's folder is listed as the batch lists it before anything starts: nothing written to --out."""
+    make(tmp_path / "subs")
+    r = run("-c", TORCH_AFTER, "grade-batch", str(tmp_path / "subs"), "--out", str(tmp_path / "out"))
+    assert r.stdout.split() == ["no", "torch", "2"], r.stdout + r.stderr
+    assert expected in r.stderr and "Traceback" not in r.stderr and not (tmp_path / "out").exists()
+
+
 def test_a_zip_s_damaged_directory_is_said_before_torch_loads(tmp_path):
     archive = tmp_path / "s.zip"
     archive.write_bytes(b"PK\x05\x06" + b"\x00" * 10)  # an end record and nothing else: truncated

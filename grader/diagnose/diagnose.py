@@ -305,11 +305,14 @@ def _explains(ctx, cases, rid, target, cache) -> tuple[bool, int] | None:
     """(exact, evidence): the variant reproduces each call the learner got wrong (evidence counts
     them; 0 means nothing to explain), within tolerance or closely (`_close_to`); exact when it agrees
     within tolerance on every call, right or wrong. None when it misses one of the learner's wrong results."""
+    if any(ctx.got.get(case.key) is None for case in cases):
+        return None
+    # the learner's wrong calls first: a variant that misses one is refused before it runs on the others (the verdict
+    # is the same in any order; a grading of wrong code tries every catalogued mistake, most of them on no other call)
+    cases = sorted(cases, key=lambda case: not _wrong(ctx, case, ctx.got[case.key]))
     evidence, broken, exact = 0, 0, True
     for case in cases:
-        got = ctx.got.get(case.key)
-        if got is None:
-            return None
+        got = ctx.got[case.key]
         variant = _run_variant(case, rid, target, cache)
         if not case.must_raise and not got.ok and got.error is not None and same(case, got, variant) is not True:
             continue  # the learner's code crashed on a call the contract allows (and the variant does not crash the

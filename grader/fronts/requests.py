@@ -267,14 +267,19 @@ def _outputs(a) -> dict:
 
 
 def precheck(args) -> None:
-    """grade's paths checked before the sandbox or torch start: a mistyped one is said in a fraction of a second. The
-    submission's in open_submission's words (of a .zip, its directory: the command unpacks it); the outputs are
-    checked again by resolve, with the rest. BadInput where one is wrong."""
+    """grade's and grade-batch's paths checked before the sandbox or torch start: a mistyped one is said in a fraction
+    of a second. The submission's in open_submission's words (of a .zip, its directory: the command unpacks it); the
+    outputs are checked again by resolve, with the rest; a batch's folder as the batch lists it. BadInput where one
+    is wrong."""
     if args.command == "grade":
         from ..run.submission import check_path
 
         check_path(args.impl if args.impl is not None else default_impl())
         _outputs(args)
+    elif args.command == "grade-batch":
+        from ..integrations.listing import submissions
+
+        submissions(Path(args.submissions), say=False)
 
 
 def _batch(a) -> BatchRequest:

@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import re
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -22,6 +21,7 @@ from ..files import atomic_write
 from ..errors import BadInput
 from ..problems import ORDER
 from ..run.inbox import one_line
+from .listing import submissions
 from .one import grade_one
 
 
@@ -33,18 +33,6 @@ def _name(path: Path) -> str:
     if safe == path.name:
         return safe
     return f"{safe}-{hashlib.sha256(path.name.encode('utf-8', 'surrogateescape')).hexdigest()[:10]}"
-
-
-def submissions(folder: Path) -> list[Path]:
-    if not folder.is_dir():
-        raise BadInput(f"{folder}: not a directory of submissions")
-    found = [p for p in sorted(folder.iterdir()) if not p.name.startswith(".") and (p.is_dir() or p.suffix.lower() == ".zip")]
-    others = [p for p in sorted(folder.iterdir()) if not p.name.startswith(".") and p not in found]
-    for p in others:
-        print(f"skipped {one_line(repr(p.name), 120)}: not a directory or a .zip", file=sys.stderr)
-    if not found:
-        raise BadInput(f"{folder}: no submissions in it (directories or .zip files)")
-    return found
 
 
 def run(folder, out, workers: int = 2, force: bool = False, cluster: str | None = None, security=None,

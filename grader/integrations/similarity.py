@@ -19,7 +19,7 @@ from ..judge import public_checks
 from ..model.stubs import render
 from ..problems import all_problems
 from ..run.submission import open_submission, shown
-from .batch import submissions
+from .listing import submissions
 
 NOISE, GUARANTEE = 25, 30  # tokens: matches shorter than NOISE are ignored, any of GUARANTEE or more is found
 MIN_TOKENS = 60  # a pair shares at least this many tokens to be listed: a handful of lines is no evidence
