@@ -62,6 +62,13 @@ def test_banned_mode_passes_everything_else():
         assert torch.allclose(torch.softmax(x @ x.mT, -1).sum(-1), torch.ones(2, 3))
         with pytest.raises(BannedCall, match="scaled_dot_product_attention"):
             torch.nn.functional.scaled_dot_product_attention(x, x, x)
+    for _ in range(2):  # each function is decided once per set of names (intercept._VERDICTS), then read back
+        with Banned(get(SDPA).banned), pytest.raises(BannedCall, match="scaled_dot_product_attention"):
+            torch.nn.functional.scaled_dot_product_attention(x, x, x)
+    with Banned(()):  # another set of names decides for itself: nothing refused here
+        torch.nn.functional.scaled_dot_product_attention(x, x, x)
+    with Banned(("softmax",)), pytest.raises(BannedCall, match="softmax"):  # passed above, refused here
+        torch.softmax(x, -1)
 
 
 def test_peak_counts_allocations_not_views_or_in_place():
