@@ -23,6 +23,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from .. import ROOT
 from ..judge.checks import CHECKS
 from ..judge.context import Context, Failed
@@ -35,7 +37,7 @@ from ..run.hooks import grace, outside
 from ..judge.registry import grader_groups
 
 EQUIVALENTS = Path(__file__).with_name("equivalent_mutants.json")
-TIMEOUT = 20  # seconds for one mutant's calls: a mutant that loops is killed by the clock
+TIMEOUT = 20  # CPU seconds for one mutant's calls (per torch thread): a mutant that loops is killed by the clock
 
 
 @dataclass(frozen=True)
@@ -129,8 +131,11 @@ def _answers(plan, target) -> dict | None:
     def alarm(*_):
         raise _Timeout
 
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(TIMEOUT + int(sum(grace(case.call) for case in plan.values())))  # and the grader's compiling
+    # the process's CPU time, not the wall clock: a mutant that loops works all along, where a busy machine (CI's two
+    # cores, running the other half of a test suite) only makes a mutant wait; each of torch's threads counts
+    seconds = (TIMEOUT + sum(grace(case.call) for case in plan.values())) * max(1, torch.get_num_threads())
+    old = signal.signal(signal.SIGPROF, alarm)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -151,8 +156,8 @@ def _answers(plan, target) -> dict | None:
     except _Timeout:
         return None
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, old)
     return got
 
 
