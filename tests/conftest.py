@@ -142,7 +142,7 @@ SLOW_CASES = (  # end-to-end cases of over 6 s each (measured with --durations):
     "test_learner_commands.py::test_two_commands_saving_state_at_once_never_collide",
     "test_graders_answer.py::test_classroom_template_holds_the_stubs_and_one_step_per_problem",
     "test_similarity.py::test_a_results_folder_leads_to_its_submissions_and_bad_input_is_one_line",
-    # and at 6c2612b (10:00 on 2 cores; CI's machine is slower): end-to-end runs of 6 to 10 s, each with a sibling here
+    # and at 6c2612b (10:00 on 2 cores, too close to the budget): end-to-end runs of 6 to 10 s, each with a sibling here
     # (Chinese feedback and the unknown language's fallback; the watch screen; the other launcher's cleanup; the
     # wheel's own grading; the classroom step; the malformed zips that stay)
     "test_i18n.py::test_hint_in_chinese_by_flag_and_by_environment",

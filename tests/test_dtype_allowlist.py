@@ -35,7 +35,8 @@ KINDS = {**DTYPES, **LAYOUTS}
 SLOTS = [(k, "grader") for k in DTYPES] + [(k, "worker") for k in ("float8_e5m2", "complex64", "bits8", "uint16",
                                                                    "bool", "int64", *LAYOUTS)]
 ROUNDS = [SLOTS[i:i + len(PROBLEMS)] for i in range(0, len(SLOTS), len(PROBLEMS))]
-CASES = [pytest.param(r, pid, *slot, id=f"{slot[0]}-{slot[1]}-{pid}", marks=[pytest.mark.slow] if 0 < r < len(ROUNDS) - 1 else [])
+CASES = [pytest.param(r, pid, *slot, id=f"{slot[0]}-{slot[1]}-{pid}",
+                      marks=[pytest.mark.slow] if 0 < r < len(ROUNDS) - 1 else [])
          for r, slots in enumerate(ROUNDS) for pid, slot in zip(PROBLEMS, slots)]
 """Each round is one grading of all five problems: the README's command grades the first (odd dtypes through the
 grader's decode alone) and the last (odd dtypes and layouts refused by the worker), the slow suite the others."""

@@ -7,7 +7,6 @@ import json
 import random
 
 import pytest
-import torch
 
 from attnkit.defaults import DEFAULT_SEED
 from attnkit.grading import costly
@@ -86,19 +85,18 @@ def test_a_harness_that_fails_the_reference_grades_no_mutant(monkeypatch):
 
 def test_the_mutants_clock_counts_work_not_waiting(monkeypatch):
     """A mutant that loops is killed by the clock; one that only waits (as on a machine busy with other work) is not:
-    the clock counts this process's CPU time (CI's loaded machine once "killed" a listed equivalent on the wall clock)."""
+    the clock counts this process's CPU time (CI's loaded machine once "killed" a listed equivalent on the wall
+    clock)."""
     import attnkit.dev.mutants as mutation
 
     problem = get("masked_softmax")
     plan, references = Plan.draw([problem], DEFAULT_SEED), References()
     base = mutation.solution_path("masked_softmax").read_text()
     monkeypatch.setattr(mutation, "TIMEOUT", 1)
-    from attnkit.run.hooks import grace
-
-    limit = (1 + sum(grace(c.call) for c in plan.cases(problem).values())) * max(1, torch.get_num_threads())
+    limit = mutation.clock(plan.cases(problem))
     waits = base + ("\n\nimport time as _time\n_plain, _waited = masked_softmax, []\n\n\n"
                     "def masked_softmax(*args, **kwargs):\n    if not _waited:\n"
-                    f"        _waited.append(_time.sleep({limit + 2}))  # longer than the clock's limit, doing nothing\n"
+                    f"        _waited.append(_time.sleep({limit + 2}))  # past the clock's limit, doing nothing\n"
                     "    return _plain(*args, **kwargs)\n")
     loops = base + "\n\ndef masked_softmax(*args, **kwargs):\n    while True:\n        pass\n"
     assert mutation.kill(problem, mutation.Mutant(problem.id, "waits", waits), plan, references) is None

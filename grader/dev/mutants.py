@@ -125,17 +125,21 @@ def _first_failing(problem, plan: Plan, got: dict, references: References) -> st
     return None
 
 
+def clock(plan) -> float:
+    """The CPU seconds a mutant's calls (`plan`: one problem's cases) may take, and the grader's compiling: this
+    process's CPU time, not the wall clock, since a mutant that loops works all along where a busy machine (CI's two
+    cores, running the other half of a test suite) only makes it wait; each of torch's threads counts."""
+    return (TIMEOUT + sum(grace(case.call) for case in plan.values())) * max(1, torch.get_num_threads())
+
+
 def _answers(plan, target) -> dict | None:
     got = {}
 
     def alarm(*_):
         raise _Timeout
 
-    # the process's CPU time, not the wall clock: a mutant that loops works all along, where a busy machine (CI's two
-    # cores, running the other half of a test suite) only makes a mutant wait; each of torch's threads counts
-    seconds = (TIMEOUT + sum(grace(case.call) for case in plan.values())) * max(1, torch.get_num_threads())
     old = signal.signal(signal.SIGPROF, alarm)
-    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_PROF, clock(plan))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -15,8 +15,9 @@ def submissions(folder: Path, say: bool = True) -> list[Path]:
     nothing else is found, as the command then stops)."""
     if not folder.is_dir():
         raise BadInput(f"{folder}: not a directory of submissions")
-    found = [p for p in sorted(folder.iterdir()) if not p.name.startswith(".") and (p.is_dir() or p.suffix.lower() == ".zip")]
-    others = [p for p in sorted(folder.iterdir()) if not p.name.startswith(".") and p not in found]
+    entries = [p for p in sorted(folder.iterdir()) if not p.name.startswith(".")]
+    found = [p for p in entries if p.is_dir() or p.suffix.lower() == ".zip"]
+    others = [p for p in entries if p not in found]
     for p in others if say or not found else ():
         print(f"skipped {one_line(repr(p.name), 120)}: not a directory or a .zip", file=sys.stderr)
     if not found:
