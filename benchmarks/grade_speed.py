@@ -80,9 +80,14 @@ def main(argv=None) -> int:
         subprocess.run(grade, cwd=ROOT, check=False, capture_output=True,
                        env={**os.environ, "ATTNKIT_SANDBOX": "bwrap" if bwrap else "off", "ATTNKIT_SKIP_STAGES": "kernels"})
         old = _checkout(args.against, Path(tmp)) if args.against else None
-        if old:  # the same commands with the kit imported from REV's checkout
+        if old:  # the same commands with the kit imported from REV's checkout, and a store of REV's own (a store
+            rev_store = {"ATTNKIT_CACHE": str(Path(tmp) / "store-rev")}  # keeps one kit's values: two would evict)
             for name in [n for n in commands if n in GRADING]:
-                commands[f"{name} @{args.against}"] = commands[name]
+                cmd, sandbox, *extra = commands[name]
+                commands[f"{name} @{args.against}"] = (cmd, sandbox, {**rev_store, **(extra[0] if extra else {})})
+            subprocess.run(grade, cwd=ROOT, check=False, capture_output=True,  # REV's store filled, untimed
+                           env={**os.environ, "ATTNKIT_SANDBOX": "bwrap" if bwrap else "off", "PYTHONPATH": old,
+                                "ATTNKIT_SKIP_STAGES": "kernels", **rev_store})
         times = {name: [] for name in commands}
         try:
             for _ in range(args.repeat):

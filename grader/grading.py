@@ -13,7 +13,6 @@ from pathlib import Path
 import torch
 
 from .judge.checks import CHECKS, validate_checks
-from .judge.compare import same_values
 from .results import CheckResult, ProblemResult, Report, Status, Trouble, Use, Verdict
 from .judge.context import Context, decode, Failed, GraderError, valid_mask
 from .judge.expected import Helper, References
@@ -26,6 +25,7 @@ from .run.jail import decide
 from .judge.untouched import NOT_STARTED, untouched
 
 from .run.pool import Pool
+from .run.wire import value_digest
 from .errors import BadInput
 from .problems import all_problems, available, get, unavailable
 from .defaults import DEFAULT_SEED, DEFAULT_TIMEOUT
@@ -287,8 +287,9 @@ def _not_started(problem, worker, cases, answers) -> str | None:
 
 
 def _inputs_changed(cases, answers) -> None:
-    """Side effects decided here, not in the worker: each call's inputs as the worker holds them after the call,
-    compared with the inputs the grader sent (a worker's own "changed" is never believed)."""
+    """Side effects decided here, not in the worker: each call's inputs as the worker holds them after the call
+    (their digests, wire.value_digest), compared with the inputs the grader sent (a worker's own "changed" is never
+    believed)."""
     for key, res in answers.items():
         case = cases.get(key)
         if case is None or res is None or not res.has_outputs:
@@ -299,8 +300,7 @@ def _inputs_changed(cases, answers) -> None:
         for at, (i, original) in enumerate(sent):  # a tuple argument (a cache) counts as changed if any part is
             if not isinstance(original, torch.Tensor) or i in changed:
                 continue
-            now = after[at] if at < len(after) else None
-            if now is None or now.shape != original.shape or now.dtype != original.dtype or not same_values(now, original.cpu()):
+            if at >= len(after) or after[at] != value_digest(original):
                 changed.append(i)
         res.changed = changed
 

@@ -64,8 +64,10 @@ def test_a_check_that_crashes_after_the_learners_code_ran_fails_and_keeps_the_ma
 
 
 def never_started(pool, idle=None):
-    """Pool.wait_hello, where no worker ever says hello: the grader's own failure, before any learner code ran."""
+    """Pool.wait_hello, where no worker ever says hello: the grader's own failure, before any learner code ran. A
+    hello read early (the plan's feed polls the workers once the pool is up) is taken back, as if it had never come."""
     for w in pool.workers.values():
+        w.hello = None
         w._stop("the worker did not start (injected)", Trouble.ERROR)
 
 
@@ -105,7 +107,8 @@ def test_grader_errors_give_exit_code_3(tmp_path):
     plugin.write_text(
         "from attnkit.run.pool import Pool\nfrom attnkit.results import Trouble\n"
         "def _never_started(pool, idle=None):\n"
-        "    for w in pool.workers.values():\n        w._stop('the worker did not start (injected)', Trouble.ERROR)\n"
+        "    for w in pool.workers.values():\n        w.hello = None\n"
+        "        w._stop('the worker did not start (injected)', Trouble.ERROR)\n"
         "Pool.wait_hello = _never_started\n")
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
     code = ("import sys, break_workers\nfrom attnkit.fronts.cli import main\n"

@@ -5,10 +5,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnkit.judge.compare import Tol, argmax_index, mismatch
+from attnkit.judge.compare import Tol, argmax_index, mismatch, same_values
 from attnkit.judge.reference import reference
 from attnkit.problems import get
-from attnkit.run.wire import dumps, loads
+from attnkit.run.wire import dumps, loads, value_digest
 from strategies import DTYPES, bool_masks, dims, option_grids, tensors, valid_lens
 
 masked_softmax = reference(get("masked_softmax"))
@@ -45,6 +45,30 @@ def test_wire_round_trips_every_dtype_and_shape(seed, dtype, d):
     back = loads(dumps(msg))
     assert torch.equal(back["a"][0], t) and back["a"][0].dtype == dtype and back["a"][1:4] == [None, "x", 1.5]
     assert back["a"][4]["b"].shape == t[:, :0].shape
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**31 - 1), DTYPES, dims(("B", "Tq", "Tk")), st.sampled_from(["same", "nan", "zero", "one", "shape"]))
+def test_an_inputs_digest_tells_apart_exactly_what_same_values_does(seed, dtype, d, edit):
+    """The worker says its inputs after a call as digests (wire.value_digest), which the grader compares with the
+    digest of what it sent: two tensors have the same digest exactly when same_values calls them the same (a NaN
+    with another payload, -0.0 for 0.0: the same; one value, a shape or a dtype otherwise: different)."""
+    g = torch.Generator().manual_seed(seed)
+    a = (torch.randn(d["B"], d["Tq"], d["Tk"], generator=g) * 10).to(dtype)
+    if a.is_floating_point():
+        a.view(-1)[0] = float("nan")
+        a.view(-1)[-1] = -0.0 if a.numel() > 1 else a.view(-1)[-1]
+    b = a.clone()
+    if edit == "nan" and a.is_floating_point():  # a NaN of another payload (bits differ), still NaN
+        b.view(-1)[0] = -a.view(-1)[0]
+    elif edit == "zero" and a.is_floating_point() and a.numel() > 1:
+        b.view(-1)[-1] = 0.0
+    elif edit == "one":
+        b.view(-1)[a.numel() // 2] = (b.view(-1)[a.numel() // 2] == 0).to(dtype) if dtype == torch.bool else 3.25 + b.view(-1)[a.numel() // 2]
+    elif edit == "shape":
+        b = b.reshape(-1)
+    assert (value_digest(a) == value_digest(b)) == same_values(a, b), (edit, dtype)
+    assert value_digest(a) != value_digest(a.to(torch.float64 if dtype != torch.float64 else torch.float32))
 
 
 def test_wire_refuses_objects():

@@ -27,7 +27,7 @@ class Answer:
     state: list | None = None  # the names its state_dict holds (a construct call)
     devices: list = field(default_factory=list)
     changed: list = field(default_factory=list)  # arguments the call changed (decided by the grader, grading.py)
-    inputs: list | None = None  # the inputs as the worker holds them after the call (compared by the grader)
+    inputs: list | None = None  # digests of the inputs as the worker holds them after the call (compared by the grader)
     earlier: list | None = None  # an inference call's earlier run: [its outputs as returned, the same tensors at the end]
     error: Raised | None = None
     rejected: str | None = None  # why the grader refuses what came back (judge/context.decode): the learner's

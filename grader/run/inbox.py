@@ -74,6 +74,7 @@ class FrameReader:
             if len(self.buffer) > MAX_FRAME + 12:
                 raise Malformed(f"a message larger than {MAX_FRAME >> 20} MB")
         frames, at, end = [], 0, len(self.buffer)
+        view = memoryview(self.buffer)  # a frame is copied out once (a bytearray's slice would copy it twice)
         try:
             while end - at >= 4:
                 (size,) = struct.unpack_from("!i", self.buffer, at)
@@ -87,9 +88,10 @@ class FrameReader:
                     raise Malformed(f"a frame of {size} bytes")
                 if end < start + size:
                     break
-                frames.append(bytes(self.buffer[start:start + size]))
+                frames.append(bytes(view[start:start + size]))
                 at = start + size
         finally:
+            view.release()
             del self.buffer[:at]  # once per read: the frames taken (each frame's own delete moved the rest every time)
         return frames
 
@@ -155,7 +157,7 @@ def result(res) -> dict:
         elif key == "changed":
             out[key] = _list(value, _int)  # the worker's own claim: replaced by the grader's comparison
         elif key == "inputs":
-            out[key] = _list(value, lambda t: None if t is None else _tensor(t))
+            out[key] = _list(value, lambda d: None if d is None else _str(d))  # digests (wire.value_digest)
         elif key == "grads":
             out[key] = {_str(n): (None if g is None else _tensor(g)) for n, g in _dict(value).items()}
         elif key in hook_fields():  # a worker hook's own entry (run/hooks/), checked against its declared fields
