@@ -187,3 +187,16 @@ def test_every_check_fails_some_catalogued_mistake(graded, problem):
     # fail it are in tests/test_kernels.py
     cpu = {c for c in problem.points if not c.startswith("cuda") and c not in ("capabilities", "onchip")}
     assert cpu - caught == set(), f"never failed: {sorted(cpu - caught)}"
+
+
+@pytest.mark.parametrize("pid,mid", [("alibi_attention", "queries_scaled_in_place"),
+                                     ("linear_attention", "step_state_in_place")])
+def test_a_mistake_that_writes_into_its_inputs_is_named(tmp_path, pid, mid):
+    """The learner's side effects are decided by the grader (digests of the inputs after each call, compared with what
+    it sent), a catalogued variant's by its own run in the grader's process: both must see the write for the variant
+    to reproduce the learner's results (a variant that reported no side effect would explain nothing)."""
+    problem = get(pid)
+    mistake = next(m for m in problem.mistakes if m.id == mid)
+    report = grade_shared(make_impl(tmp_path, {f"{pid}.py": wrong_source(problem, mistake)}), [pid])
+    failing = {c.id: c.mistake for c in report.problem(pid).checks if c.status == "failed"}
+    assert "side_effects" in failing and mid in failing.values(), failing

@@ -94,8 +94,9 @@ def execute(call: dict, target) -> dict:
         args = [_prepare(a, device, want_grad and i not in frozen, hooks, strided) for i, a in enumerate(call["args"])]
         for i, j in call.get("alias") or ():
             args[j] = args[i]
-        digests = bool(call.get("return_inputs"))  # the grader compares the inputs itself: no copy kept here
-        before = [None] * len(args) if digests else [_copy(a) for a in args]
+        # kept for `changed`, which the grader's own runs (a mistake's variant, a mutant) read; a worker's is replaced by
+        # the grader's comparison of the digests below with what it sent
+        before = [_copy(a) for a in args]
         _seed(device, call.get("seed", 0))
     then = call.get("then") or []
     with contextlib.ExitStack() as stack:
@@ -131,7 +132,7 @@ def execute(call: dict, target) -> dict:
                              if b is not None and not _same(a, b)]
         if warm:  # the earlier run's outputs as they came back and as they are now (a buffer written again?)
             result["earlier"] = [kept, [o.detach().cpu() for o in before_out]]
-        if digests:  # a worker: the inputs as they are now (digests), for the grader to compare with what it sent
+        if call.get("return_inputs"):  # a worker: the inputs as they are now (digests), for the grader to compare
             result["inputs"] = [None if (t := _as_tensor(a)) is None else value_digest(t) for a in flat_inputs(args)]
     if want_grad:
         names = call.get("names") or [f"output {i}" for i in range(len(outs))]
