@@ -132,7 +132,7 @@ FORGED = '''
 import attnkit.run.harness as _harness  # the worker's own copy: the learner's process holds it
 
 
-def _execute(call, target):
+def _execute(call, target, **options):
     raise _harness.GraderFault("reading the outputs: forged")
 
 

@@ -93,7 +93,7 @@ def test_a_fault_in_the_grader_code_around_a_call_is_not_the_learners(tmp_path):
         GraderFault = harness.GraderFault
 
         @staticmethod
-        def execute(call, target):
+        def execute(call, target, digests=False):
             with harness._ours("reading the outputs"):
                 raise RuntimeError("broken packing")
 

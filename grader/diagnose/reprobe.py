@@ -41,7 +41,7 @@ def cases(problem, ctx) -> list[tuple[str, Case]]:
             g = torch.Generator().manual_seed(ctx.seed * 1009 + 31 * n + len(out))
             call = base_call(problem, cfg, case.variant, g, make_mask(problem, case.lens, cfg, g))
             key = f"reprobe/{case.key}/{a}={b}"
-            call.update(key=key, n_out=len(problem.outputs), names=list(problem.outputs), return_inputs=False)
+            call.update(key=key, n_out=len(problem.outputs), names=list(problem.outputs))
             new = Case(key, case.group, case.variant, cfg, call, lens=case.lens, builder=case.builder)
             with_hooks(problem, {key: new})
             new.call["hooks"] = {k: v for k, v in (new.call.get("hooks") or {}).items() if k != "measure"}

@@ -61,8 +61,7 @@ def _values_differ(case, got, ref, same) -> bool:
 def call_for(case) -> dict:
     """The case's call, traced: forward only, once, without measurements."""
     hooks = {n: o for n, o in (case.call.get("hooks") or {}).items() if n != "measure"}
-    return dict(case.call, key=f"trace/{case.key}", hooks={**hooks, "trace": LIMIT}, grad_out=None, repeat=1,
-                return_inputs=False)
+    return dict(case.call, key=f"trace/{case.key}", hooks={**hooks, "trace": LIMIT}, grad_out=None, repeat=1)
 
 
 def finding(problem, ctx, case, answer: dict | None) -> list[str]:

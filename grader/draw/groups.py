@@ -145,7 +145,6 @@ def build(problem: Problem, groups, seed: int) -> dict[str, Case]:
             case.call["key"] = case.key
             case.call.setdefault("n_out", len(problem.outputs))
             case.call.setdefault("names", list(problem.outputs))
-            case.call.setdefault("return_inputs", True)
             if problem.settle is not None:  # every call of every check, whichever built it (local attention's edges)
                 problem.settle(case.call, {**case.variant, **case.cfg})
             cases[case.key] = case

@@ -71,7 +71,9 @@ def _ours(what: str):
         raise GraderFault(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
-def execute(call: dict, target) -> dict:
+def execute(call: dict, target, digests: bool = False) -> dict:
+    """One call of the learner's code (or the reference's, a variant's), its result as a dict. `digests`: add the
+    inputs as they are after the call, as digests (a worker, whose own `changed` the grader does not believe)."""
     device = torch.device(call.get("device", "cpu"))
     result: dict = {}
     fn = target if call.get("symbol") is None else beside(target, call["symbol"])
@@ -132,7 +134,7 @@ def execute(call: dict, target) -> dict:
                              if b is not None and not _same(a, b)]
         if warm:  # the earlier run's outputs as they came back and as they are now (a buffer written again?)
             result["earlier"] = [kept, [o.detach().cpu() for o in before_out]]
-        if call.get("return_inputs"):  # a worker: the inputs as they are now (digests), for the grader to compare
+        if digests:  # a worker: the inputs as they are now, for the grader to compare with what it sent
             result["inputs"] = [None if (t := _as_tensor(a)) is None else value_digest(t) for a in flat_inputs(args)]
     if want_grad:
         names = call.get("names") or [f"output {i}" for i in range(len(outs))]

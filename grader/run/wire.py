@@ -13,9 +13,14 @@ import torch
 TENSOR = "__attnkit_tensor__"
 
 
+def _byte_view(t: torch.Tensor):
+    """A CPU tensor's elements in order, as a NumPy array of bytes (its own memory where it is contiguous)."""
+    return t.contiguous().reshape(-1).view(torch.uint8).numpy()
+
+
 def tensor_bytes(t: torch.Tensor) -> bytes:
     """A CPU tensor's elements in order, as raw bytes (empty for no element)."""
-    return t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+    return _byte_view(t).tobytes() if t.numel() else b""
 
 
 def value_digest(t: torch.Tensor) -> str:
@@ -33,7 +38,7 @@ def _elements(t: torch.Tensor):
     reads back) as a bytearray, so that neither side copies the bytes once more (empty bytes for no element)."""
     if not t.numel():
         return b""
-    return pickle.PickleBuffer(t.contiguous().reshape(-1).view(torch.uint8).numpy())
+    return pickle.PickleBuffer(_byte_view(t))
 
 
 def _pack(obj):

@@ -70,7 +70,7 @@ def serve(conn, log, module: str, symbol: str, enter, preload: tuple = ()) -> No
 def _run(harness, call, target, impl_dir) -> dict:
     sys.stdout.flush()
     try:
-        return {"ok": True, **harness.execute(call, target)}
+        return {"ok": True, **harness.execute(call, target, digests=True)}
     except harness.GraderFault as exc:  # the grader's own code failed: never the learner's failure
         error = {"type": "GraderFault", "text": str(exc)[:1000], "message": str(exc)[:500], "value_error": False}
         return {"ok": False, "grader_error": True, "error": error}
