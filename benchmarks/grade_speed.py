@@ -32,8 +32,16 @@ ROOT = Path(__file__).resolve().parent.parent
 GRADING = ("attnkit grade", "pytest --impl", "grade in bwrap", "pytest in bwrap", "grade, no store")  # also REV's
 
 
+def learner_os_environ() -> dict:
+    """This environment as a learner's machine has it: Python writes its bytecode cache. A container's
+    PYTHONDONTWRITEBYTECODE (the kit's development machine sets it) would make every run compile the kit's modules
+    again, in the grader and in the workers' server, while torch's, compiled by pip at install, are read from their
+    cache: the floor and the grading are measured alike, with the cache."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def timed(cmd: list[str], cwd: Path, sandbox: str | None, path: str | None = None, extra: dict | None = None) -> float:
-    env = {**os.environ, **({"ATTNKIT_SANDBOX": sandbox} if sandbox else {}), **({"PYTHONPATH": path} if path else {}),
+    env = {**learner_os_environ(), **({"ATTNKIT_SANDBOX": sandbox} if sandbox else {}), **({"PYTHONPATH": path} if path else {}),
            "ATTNKIT_SKIP_STAGES": "kernels", **(extra or {})}  # the kernels stage: Triton's interpreter, 10 s of its own
     start = time.perf_counter()
     subprocess.run(cmd, cwd=cwd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -77,8 +85,8 @@ def main(argv=None) -> int:
             commands["grade in bwrap"] = (grade, "bwrap")
             commands["pytest in bwrap"] = ([py, "-m", "pytest", "-q", "--attnkit-impl", args.impl], "bwrap")
         os.environ["ATTNKIT_CACHE"] = str(Path(tmp) / "store")  # the store of expected values: filled by a first run
-        subprocess.run(grade, cwd=ROOT, check=False, capture_output=True,
-                       env={**os.environ, "ATTNKIT_SANDBOX": "bwrap" if bwrap else "off", "ATTNKIT_SKIP_STAGES": "kernels"})
+        subprocess.run(grade, cwd=ROOT, check=False, capture_output=True,  # (and the kit's bytecode cache written)
+                       env={**learner_os_environ(), "ATTNKIT_SANDBOX": "bwrap" if bwrap else "off", "ATTNKIT_SKIP_STAGES": "kernels"})
         old = _checkout(args.against, Path(tmp)) if args.against else None
         if old:  # the same commands with the kit imported from REV's checkout, and a store of REV's own (a store
             rev_store = {"ATTNKIT_CACHE": str(Path(tmp) / "store-rev")}  # keeps one kit's values: two would evict)
@@ -86,7 +94,7 @@ def main(argv=None) -> int:
                 cmd, sandbox, *extra = commands[name]
                 commands[f"{name} @{args.against}"] = (cmd, sandbox, {**rev_store, **(extra[0] if extra else {})})
             subprocess.run(grade, cwd=ROOT, check=False, capture_output=True,  # REV's store filled, untimed
-                           env={**os.environ, "ATTNKIT_SANDBOX": "bwrap" if bwrap else "off", "PYTHONPATH": old,
+                           env={**learner_os_environ(), "ATTNKIT_SANDBOX": "bwrap" if bwrap else "off", "PYTHONPATH": old,
                                 "ATTNKIT_SKIP_STAGES": "kernels", **rev_store})
         times = {name: [] for name in commands}
         try:

@@ -68,7 +68,7 @@ def _grade(impl: Path, problem_ids, seed: int, timeout: float, limits, jailed: b
         cuda = torch.cuda.is_available()  # what a worker would have said (the sandbox shows it the GPUs)
         statuses = _stubs_judged(stubs, cuda, jailed, scans)
     results = [statuses[p.id] for p in chosen]
-    _note_prerequisites(chosen, results, statuses)
+    _note_prerequisites(chosen, results, statuses, scans)
     return Report(
         impl=str(impl), seed=seed,
         score=sum(r.score for r in results), max_score=sum(r.max_score for r in results),
@@ -198,7 +198,8 @@ def _judge_as_answered(plan: Plan, pool, helper, answers, scans: dict, jailed: b
         for collect in answers.get(p.id, ()):
             pool.workers[p.id].results.update(collect())
         statuses[p.id] = _judge(p, plan, pool.workers[p.id], refs, statuses, scans[p.id], helper.references.variants,
-                                probe=_prober(pool, p.id), jailed=jailed)
+                                probe=_prober(pool, p.id), jailed=jailed,
+                                sent=helper.references.sent.setdefault((p.id, plan.seed), {}))
         pool.release(p.id)
     return statuses
 
@@ -286,32 +287,42 @@ def _not_started(problem, worker, cases, answers) -> str | None:
     return None
 
 
-def _inputs_changed(cases, answers) -> None:
+def _inputs_changed(cases, answers, sent: dict) -> None:
     """Side effects decided here, not in the worker: each call's inputs as the worker holds them after the call
     (their digests, wire.value_digest), compared with the inputs the grader sent (a worker's own "changed" is never
-    believed)."""
+    believed). `sent`: {case key: the digests of what was sent}, filled here where missing; it depends on the plan
+    alone, so the store keeps it with the expected values (judge/stored.py) and a run that finds it hashes nothing."""
     for key, res in answers.items():
         case = cases.get(key)
         if case is None or res is None or not res.has_outputs:
             continue
         after, res.inputs = res.inputs or [], None
-        sent = [(i, t) for i, a in enumerate(case.call.get("args", [])) for t in (a if isinstance(a, (tuple, list)) else (a,))]
+        if key not in sent:
+            sent[key] = _sent_digests(case.call)
         changed = []
-        for at, (i, original) in enumerate(sent):  # a tuple argument (a cache) counts as changed if any part is
-            if not isinstance(original, torch.Tensor) or i in changed:
+        for at, (i, digest) in enumerate(sent[key]):  # a tuple argument (a cache) counts as changed if any part is
+            if digest is None or i in changed:
                 continue
-            if at >= len(after) or after[at] != value_digest(original):
+            if at >= len(after) or after[at] != digest:
                 changed.append(i)
         res.changed = changed
 
 
+def _sent_digests(call: dict) -> list:
+    """[(argument position, digest or None: not a tensor)] for each tensor or other value the call sends, a tuple
+    argument's parts each in turn (as the worker lists its inputs after the call)."""
+    return [(i, value_digest(t) if isinstance(t, torch.Tensor) else None)
+            for i, a in enumerate(call.get("args", [])) for t in (a if isinstance(a, (tuple, list)) else (a,))]
+
+
 def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=None, probe=None,
-           jailed: bool = False) -> ProblemResult:
+           jailed: bool = False, sent: dict | None = None) -> ProblemResult:
     cases, cuda = plan.cases(problem), plan.cuda
     answers = decode(problem, cases, worker.results)  # typed once, here: run/answer.Answer
-    _inputs_changed(cases, answers)
+    _inputs_changed(cases, answers, {} if sent is None else sent)
     findings = () if isinstance(findings, str) else findings  # the reading failed: its text (the check says so)
-    failing_deps = tuple(r for r in problem.requires if getattr(statuses.get(r), "status", None) in (Status.FAILED, Status.NOT_STARTED))
+    failing_deps = tuple(r for r in problem.requires if _imports(findings, r)
+                         and getattr(statuses.get(r), "status", None) in (Status.FAILED, Status.NOT_STARTED))
     ctx = Context(problem, cases, answers, refs, worker.failure, plan.seed, failing_deps, worker.fault, memo)
     not_started = _not_started(problem, worker, cases, answers)
     # Once the worker has said hello, the learner's code has run (its module is loaded next, then its calls): from
@@ -412,14 +423,24 @@ def _evidence(ctx, case) -> dict | None:
     return {"got": w, "expected": ref, "mask": valid_mask(ctx.problem, case).expand(ref.shape)}
 
 
-def _note_prerequisites(problems, results, graded) -> None:
-    """A failure may come from a module this problem imports: say so where that one fails too."""
+def _imports(findings, pid: str) -> bool:
+    """Whether the problem's source imports the submission's module `pid` (judge/scan/files.Findings.imports); True
+    where the source could not be read (the scan's text instead of its findings): it may."""
+    imports = getattr(findings, "imports", None)
+    return imports is None or any(m == pid or m.startswith(pid + ".") for m in imports)
+
+
+def _note_prerequisites(problems, results, graded, scans) -> None:
+    """A failure may come from a module this problem imports: say so where its source does import it and that one
+    fails or is not started (a solution that does not import it is told nothing of it)."""
     status = {pid: r.status for pid, r in graded.items()}
     for problem, result in zip(problems, results):
-        broken = [r for r in problem.requires if status.get(r) in (Status.FAILED, Status.NOT_STARTED)]
+        broken = [r for r in problem.requires if status.get(r) in (Status.FAILED, Status.NOT_STARTED)
+                  and _imports(scans.get(problem.id), r)]
         if result.status != Status.FAILED or not broken:
             continue
-        note = (f"\nNote: {problem.id} imports your {', '.join(broken)}, which fails its own checks; "
+        why = "is not started" if status[broken[0]] == Status.NOT_STARTED else "fails its own checks"
+        note = (f"\nNote: {problem.id} imports your {', '.join(broken)}, which {why}; "
                 f"fix {broken[0]} first, then grade this again.")
         for c in result.checks:
             if c.status == Verdict.FAILED:

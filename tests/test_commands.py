@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -107,6 +108,29 @@ def test_bad_input_gets_one_line_and_nonzero_exit(args, expected):
 def test_unknown_subcommand_is_one_line():
     r = attnkit("fly")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_a_command_whose_reader_is_gone_ends_in_one_quiet_exit():
+    """`attnkit list | head -1`: the pipe closes before the command has written; it stops there, exit 1, no traceback."""
+    read, write = os.pipe()
+    os.close(read)  # every write now fails (EPIPE), as once head has exited
+    r = subprocess.run([sys.executable, "-m", "attnkit.fronts.cli", "list"], cwd=ROOT, stdout=write,
+                       stderr=subprocess.PIPE, text=True, timeout=300)
+    os.close(write)
+    assert r.returncode == 1 and r.stderr == "", r.stderr
+
+
+def test_the_command_runs_every_exit_handler_and_keeps_its_exit_code(tmp_path):
+    """The console script skips Python's own teardown (cli.entry) but nothing a caller registered: an exit handler
+    runs, a temporary folder's finalizer removes it, and the exit code is main()'s."""
+    marker = tmp_path / "handler ran"
+    code = (f"import atexit, pathlib, sys, tempfile; atexit.register(pathlib.Path({str(marker)!r}).write_text, 'yes'); "
+            f"scratch = tempfile.TemporaryDirectory(dir={str(tmp_path)!r}); sys.argv = ['attnkit', 'grade', '--impl', {str(tmp_path / 'missing')!r}]; "
+            "from attnkit.fronts.cli import entry; entry()")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "no such file or directory" in r.stderr, r.stderr
+    assert marker.read_text() == "yes"
+    assert [p.name for p in tmp_path.iterdir()] == [marker.name]  # the TemporaryDirectory's finalizer ran
 
 
 def test_kit_tests_do_not_grade(tmp_path):

@@ -108,6 +108,24 @@ def test_a_failing_prerequisite_is_named(tmp_path):
     assert "imports your masked_softmax, which fails its own checks" in check.message
 
 
+def test_a_failing_prerequisite_is_blamed_only_where_the_module_imports_it(tmp_path):
+    """The same wrong masked_softmax and the same mistake in additive_attention: where additive_attention imports the
+    learner's masked_softmax, its failures point there (and that mistake may be named); where it defines its own
+    softmax, nothing sends the learner to a file their code does not use."""
+    softmax, additive = get("masked_softmax"), get("additive_attention")
+    wrong_softmax = wrong_source(softmax, next(m for m in softmax.mistakes if m.id == "lens_ignored"))
+    wrong_additive = wrong_source(additive, next(m for m in additive.mistakes if m.id == "no_tanh"))
+    importing = "from .masked_softmax import masked_softmax\n"
+    assert importing in wrong_additive
+    own = wrong_additive.replace(importing, "") + "\n\n" + (SOLUTIONS / "masked_softmax.py").read_text()
+    for source, blamed in ((wrong_additive, True), (own, False)):
+        impl = make_impl(tmp_path / str(blamed), {"masked_softmax.py": wrong_softmax, "additive_attention.py": source})
+        result = grade_shared(impl, ["additive_attention"]).problem("additive_attention")
+        failed = [c for c in result.checks if c.status == "failed"]
+        assert failed and all(("imports your masked_softmax" in c.message) == blamed for c in failed), blamed
+        assert blamed or not any((c.mistake or "").startswith("masked_softmax:") for c in failed)
+
+
 def test_a_mistake_on_one_code_path_is_still_named(tmp_path):
     """The wrong axis only where valid_lens is None: the variant reproduces every wrong call."""
     source = (SOLUTIONS / "masked_softmax.py").read_text().replace("dim=-1)\n    lens", "dim=1)\n    lens")

@@ -71,6 +71,34 @@ def test_an_inputs_digest_tells_apart_exactly_what_same_values_does(seed, dtype,
     assert value_digest(a) != value_digest(a.to(torch.float64 if dtype != torch.float64 else torch.float32))
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**31 - 1), dims(("B", "Tq", "Tk")), st.sampled_from(["finite", "inf", "nan", "zero", "tiny"]),
+       st.sampled_from([torch.float64, torch.float32]))
+def test_a_bit_for_bit_answer_is_judged_as_the_full_comparison_judges_it(seed, d, special, dtype):
+    """mismatch's first step (torch.equal: one pass, no copy) decides nothing the comparison after it would not: for
+    the same answer, with infinities, NaN, signed zeros or a tiny difference, both give the same line or None."""
+    from unittest import mock
+
+    g = torch.Generator().manual_seed(seed)
+    expected = (torch.randn(d["B"], d["Tq"], d["Tk"], generator=g, dtype=torch.float64) * 10).to(dtype)
+    flat = expected.view(-1)
+    if special == "inf":
+        flat[0] = float("-inf")
+    elif special == "nan":
+        flat[-1] = float("nan")
+    elif special == "zero":
+        flat[0] = -0.0
+    got = expected.clone()
+    if special == "tiny":
+        got.view(-1)[-1] += 1e-30
+    tol = Tol(1e-6, 1e-6)
+    fast = mismatch("w", got, expected, tol)
+    with mock.patch.object(torch, "equal", lambda a, b: False):  # the full comparison only
+        full = mismatch("w", got, expected, tol)
+    assert fast == full, (special, fast, full)
+    assert (full is None) == (special != "nan"), full  # an expected NaN is never matched; the rest is within tolerance
+
+
 def test_wire_refuses_objects():
     import pickle
 

@@ -107,6 +107,27 @@ def test_a_wrong_submission_is_judged_alike_from_the_store(cache, computed, tmp_
     assert computed == [] and again == fresh and fresh["score"] < fresh["max_score"]
 
 
+def test_a_second_run_reads_the_inputs_digests_and_still_sees_a_write_into_them(cache, monkeypatch, tmp_path):
+    """What each call sends is hashed once (grading._inputs_changed) and kept with the values: a run that loads them
+    hashes none of its inputs, and still fails the submission that writes into its scores (softmax does not change
+    when every score grows by one, so side effects alone fail), exactly as the run that hashed them did."""
+    from attnkit import grading
+
+    hashed = []
+    real = grading.value_digest
+    monkeypatch.setattr(grading, "value_digest", lambda t: hashed.append(1) or real(t))
+    writes = make_impl(tmp_path / "writes", {"masked_softmax.py": (SOLUTIONS / "masked_softmax.py").read_text().replace(
+        '"""scores: (B, Tq, Tk); valid_lens: None, (B,) or (B, Tq) -> weights (B, Tq, Tk)."""',
+        '"""scores: (B, Tq, Tk); valid_lens: None, (B,) or (B, Tq) -> weights (B, Tq, Tk)."""\n    scores.add_(1.0)')})
+    fresh = _graded(writes, ["masked_softmax"])
+    assert hashed, "the first run hashes what it sends"
+    verdicts = {c["id"]: c["status"] for c in fresh["problems"][0]["checks"]}
+    assert verdicts["side_effects"] == "failed", verdicts
+    hashed.clear()
+    again = _graded(writes, ["masked_softmax"])
+    assert hashed == [] and again == fresh
+
+
 def test_no_store_where_a_worker_could_write_it_or_when_off(cache, monkeypatch):
     assert Store.here(jailed=True) is not None
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # not root, and no bubblewrap: the worker has our uid
@@ -161,7 +182,7 @@ def test_a_damaged_or_incomplete_file_is_computed_again(cache, computed):
     computed.clear()
     assert _graded() == first and computed == ["masked_softmax"]
     values = read(victim)
-    del values[sorted(values)[0]]  # a case of the plan missing from the stored values
+    del values["values"][sorted(values["values"])[0]]  # a case of the plan missing from the stored values
     write(victim, values)
     computed.clear()
     assert _graded() == first and computed == ["masked_softmax"]

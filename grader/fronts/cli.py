@@ -250,5 +250,29 @@ def _warm_up(request) -> None:
     warm_up_sandbox(repeat=isinstance(request, (BatchRequest, WatchRequest, ListRequest)))
 
 
+def entry() -> None:
+    """The console script: main(), then the process ends without Python's own teardown. Every exit handler runs (a
+    temporary folder's cleanup, multiprocessing's), the output is flushed, and only the interpreter's finalization is
+    skipped: with torch loaded it frees every object one by one and unloads its libraries, about half a second of CPU
+    after the last line is printed (measured: `import torch` then exit, 2.77 s of CPU with gc frozen, 2.31 s ended
+    this way). A caller that goes on (a test calling main) is not affected: only the command ends so."""
+    import atexit
+    import os
+
+    try:
+        code = main()
+    except BrokenPipeError:  # the reader went away (`attnkit list | head`): no traceback, nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`attnkit list | head`): nothing more can be said
+            pass
+    os._exit(0 if code is None else code if isinstance(code, int) else 1)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

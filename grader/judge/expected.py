@@ -29,6 +29,7 @@ class References:
     def __init__(self):
         self._values: dict[tuple[str, int, bool], dict] = {}
         self.variants: dict = {}  # the catalogued mistakes' answers on these calls (diagnose/), reused like the values
+        self.sent: dict[tuple[str, int], dict] = {}  # per (problem id, seed): the digests of each call's inputs
 
     def has(self, pid: str, seed: int, gpu: bool = False) -> bool:
         return (pid, seed, gpu) in self._values

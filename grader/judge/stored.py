@@ -9,7 +9,7 @@ before it is read. Elsewhere (a learner's laptop without bubblewrap) the values 
 
 Where: defaults.cache_root() (ATTNKIT_CACHE, a folder or `off`), one folder per kit fingerprint (fingerprint.py),
 the others removed when a new one is made; the process sandbox hides it from its workers as it hides the kit.
-Each problem's values are one file (tensorfile.py).
+Each problem's values are one file (tensorfile.py), with the digests of what its calls send (grading._inputs_changed).
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ class Store:
     def __init__(self, folder: Path):
         self.folder = folder
         self.loaded: set[tuple[str, int]] = set()
+        self.sent_loaded: dict[tuple[str, int], int] = {}  # how many calls' input digests each loaded file had
 
     @classmethod
     def here(cls, jailed: bool) -> Store | None:
@@ -52,10 +53,12 @@ class Store:
         for p in problems:
             if references.has(p.id, seed):
                 continue
-            values = read(self.folder / _name(p.id, seed))
-            if isinstance(values, dict):
-                references.put(p.id, seed, values)
+            stored = read(self.folder / _name(p.id, seed))
+            if isinstance(stored, dict) and isinstance(stored.get("values"), dict):
+                references.put(p.id, seed, stored["values"])
+                references.sent[(p.id, seed)] = _digests(stored.get("sent"))  # of what each call sends (grading.py)
                 self.loaded.add((p.id, seed))
+                self.sent_loaded[(p.id, seed)] = len(references.sent[(p.id, seed)])
 
     def forget(self, references, plan) -> None:
         """Drop a loaded part that lacks a case of the plan (a plan drawn otherwise than the stored one was: never
@@ -65,19 +68,30 @@ class Store:
             values = references.part_if_any(pid, seed)
             if values is None or any(c.reference and k not in values for k, c in cases.items()):
                 references.drop(pid, seed)
+                references.sent.pop((pid, seed), None)  # keyed by case as the values are: computed again with them
                 self.loaded.discard((pid, seed))
 
     def save(self, references, problems, seed: int) -> None:
         """Write the CPU part of each problem's values that this run computed (best effort: a full disk, a
         read-only home or a value the store cannot keep leaves the run as it is)."""
-        todo = [p for p in problems if (p.id, seed) not in self.loaded and references.part_if_any(p.id, seed)]
+        todo = [p for p in problems if references.part_if_any(p.id, seed) and ((p.id, seed) not in self.loaded or len(
+            references.sent.get((p.id, seed), {})) > self.sent_loaded.get((p.id, seed), 0))]  # (digests added)
         if not todo or not _make_private(self.folder):
             return
         for p in todo:
             try:
-                write(self.folder / _name(p.id, seed), references.part_if_any(p.id, seed))
+                write(self.folder / _name(p.id, seed), {"values": references.part_if_any(p.id, seed),
+                                                        "sent": references.sent.get((p.id, seed), {})})
             except (OSError, Unstorable):
                 continue
+
+
+def _digests(stored) -> dict:
+    """{case key: [(argument position, digest or None)]} as stored; {} where it is not that (computed again)."""
+    try:
+        return {k: [(int(i), d if d is None else str(d)) for i, d in v] for k, v in stored.items()}
+    except (AttributeError, TypeError, ValueError):
+        return {}
 
 
 def _name(pid: str, seed: int) -> str:

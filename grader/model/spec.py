@@ -147,13 +147,13 @@ class Problem:
         """Positions of the call's arguments that play one of `roles`."""
         return [i for i, a in enumerate(self.args) if a.role in roles]
 
-    @property
+    @functools.cached_property  # (asked for every drawn call: computed once per spec)
     def mask_role(self) -> str | None:
         """The role of the argument that decides which keys a query may attend: lengths, mask, causal or None."""
         found = [self.args[i].role for i in self.arg_index(*MASK_ROLES)]
         return found[0] if found else None
 
-    @property
+    @functools.cached_property
     def mask_index(self) -> int | None:
         """Position of the masking argument among the call's arguments (None: the problem has none)."""
         found = self.arg_index(*MASK_ROLES)

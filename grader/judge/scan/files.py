@@ -117,15 +117,15 @@ def _module_file(root: Path, parts: list[str]) -> list[tuple[Path, list[str]]]:
     return out
 
 
-def scan_submission(impl, module: str, banned=()) -> list[Finding]:
+def scan_submission(impl, module: str, banned=()) -> Findings:
     """The findings of `<impl>/<module>.py` and of every module of the submission it imports, in order of file and
     line. A missing file gives none (the problem is not started); one the grader cannot read or parse gives one
     UNREADABLE finding."""
     root = Path(impl)
     first = root / f"{module}.py"
     if not (first.exists() or first.is_symlink()):
-        return []
-    todo, seen, findings = [(first, [])], set(), []
+        return Findings()
+    todo, seen, findings, imports = [(first, [])], set(), [], set()
     while todo:
         path, package = todo.pop(0)
         rel = _shown(os.path.relpath(path, root))
@@ -142,8 +142,18 @@ def scan_submission(impl, module: str, banned=()) -> list[Finding]:
             continue
         findings += found
         for parts in siblings:
+            imports.add(".".join(parts))
             todo += [t for t in _module_file(root, parts) if _shown(os.path.relpath(t[0], root)) not in seen]
-    return _unique(findings)
+    return Findings(_unique(findings), imports)
+
+
+class Findings(list):
+    """A problem's findings (a list, in order), and `imports`: the dotted names of the submission's modules that its
+    own module imports, transitively, whether or not they exist (`from .rope import apply_rope` names "rope")."""
+
+    def __init__(self, findings=(), imports=()):
+        super().__init__(findings)
+        self.imports = frozenset(imports)
 
 
 @functools.lru_cache(maxsize=64)
