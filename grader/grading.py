@@ -424,10 +424,10 @@ def _evidence(ctx, case) -> dict | None:
 
 
 def _imports(findings, pid: str) -> bool:
-    """Whether the problem's source imports the submission's module `pid` (judge/scan/files.Findings.imports); True
+    """Whether the problem's source imports the submission's module `pid` (judge/scan/files.Findings.imported); True
     where the source could not be read (the scan's text instead of its findings): it may."""
-    imports = getattr(findings, "imports", None)
-    return imports is None or any(m == pid or m.startswith(pid + ".") for m in imports)
+    imported = getattr(findings, "imported", None)
+    return imported is None or any(m == pid or m.startswith(pid + ".") for m in imported)
 
 
 def _note_prerequisites(problems, results, graded, scans) -> None:

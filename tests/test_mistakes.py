@@ -182,7 +182,7 @@ def test_error_shape_names_nan_rows_in_a_different_style(tmp_path):
     ("return torch.softmax(filled, dim=-1) * keep + 0.01 * (~keep & keep.any(-1, keepdim=True))",
      "Only masked keys differ, and valid keys are right"),
     ("return torch.where(keep.any(-1, keepdim=True), torch.softmax(filled, dim=-1) * keep, 0.5)",
-     "Only rows with valid_len 0 differ"),
+     "Only rows with no allowed key differ"),
 ])
 def test_the_shape_of_the_error_is_described(tmp_path, tail, sentence):
     source = (SOLUTIONS / "masked_softmax.py").read_text().replace("return torch.softmax(filled, dim=-1) * keep", tail)

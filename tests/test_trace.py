@@ -3,6 +3,8 @@ alignment that finds where a learner's computation departs, and findings that co
 for code written in any style. Each finding here is broken on purpose and found; a passing problem gets none."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from hypothesis import given, settings, strategies as st
 
@@ -136,3 +138,21 @@ def test_past_a_crash_the_calls_are_drawn_again_where_the_code_runs_and_its_mist
     said = "\n".join(result.departure)
     assert result.status == "failed"
     assert "drawn again with" in said and "dv" in said and "[scale_by_d]" in said, said
+
+
+def test_a_finding_past_a_crash_names_only_sizes_the_statement_names(tmp_path):
+    """Paged attention's statement names B, Hq, Hkv, d, dv, N_blocks, block_size and max_blocks; the drawing also has
+    a Tq and a Tk of its own. Code that crashes on every call (its block and slot arithmetic swapped) is told about
+    the sizes it knows, never "Tq = Tk" (helper 24 found that line)."""
+    import re
+
+    from attnkit.diagnose.reprobe import documented
+    from attnkit.problems import get
+
+    source = (Path(__file__).parent / "unseen" / "paged_attention__block_slot_swapped.py").read_text()
+    result = grade(make_impl(tmp_path, {"paged_attention.py": source}), ["paged_attention"]).problem("paged_attention")
+    lines = [ln for ln in result.departure if "rawn again with" in ln]
+    assert lines, result.departure
+    said = {w for ln in lines for pair in re.findall(r"rawn again with ([^,]+(?:, [A-Za-z_]+ = [A-Za-z_]+)*)", ln)
+            for w in re.findall(r"[A-Za-z_]+", pair)}
+    assert said and said <= documented(get("paged_attention")), said

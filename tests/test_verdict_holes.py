@@ -34,6 +34,16 @@ def masked_softmax(scores, valid_lens=None):
     assert others == [], [c.id for c in others]
 
 
+def test_the_bounds_the_contract_names_are_all_a_sliding_window_must_refuse(tmp_path):
+    """Section 17: "window >= 1, num_sinks >= 0, block_size >= 1, else ValueError", and no word of bools or floats
+    (as sections 14 and 18 have): the stub's own hint, which checks the bounds only, gets every point."""
+    code = _patched("sliding_window_attention", "    if any(isinstance(n, bool) or not isinstance(n, int)",
+                    "    if False and any(isinstance(n, bool) or not isinstance(n, int)")
+    report = grade(make_impl(tmp_path, {"sliding_window_attention.py": code}), ["sliding_window_attention"], sandbox=False)
+    assert _check(report, "sliding_window_attention", "value_errors").status == "passed"
+    assert report.problem("sliding_window_attention").status == "passed"
+
+
 def test_a_fill_of_minus_1e4_fails_the_stability_check(tmp_path):
     """The old BERT constant, without the mask applied again after the softmax: exact zeros for ordinary scores
     (exp(-1e4) underflows), a leak once the valid scores sit near -1e4."""
@@ -136,13 +146,11 @@ def test_code_that_special_cases_a_decoding_step_fails(tmp_path, pid, old, new):
     ("paged_attention", "    if Hq % Hkv:", "    if Hq < Hkv:", "value_errors"),
     ("local_attention", "if type(align_dim) is not int or align_dim < 1:",  # a bool or float size accepted
      "if align_dim is None or align_dim < 1:", "parameters"),
-    ("sliding_window_attention", "    if any(isinstance(n, bool) or not isinstance(n, int)",  # window=True accepted
-     "    if False and any(isinstance(n, bool) or not isinstance(n, int)", "value_errors"),
     ("rope", "    theta = base ** (-2 * i / d)",  # the interleaved path ignores base
      "    theta = (10000.0 if interleaved else base) ** (-2 * i / d)", "parity_float64"),
 ], ids=["long_path", "float32_step", "lens_transposed_if_square", "mask_1d_as_column_if_square", "shift_float32_only",
         "float32_causal_empty_rows", "cache_kept_on_module", "positions_past_1023", "step_in_place_for_one_row",
-        "hq_not_a_multiple_below", "paged_hq_not_a_multiple_below", "align_dim_bool", "window_bool",
+        "hq_not_a_multiple_below", "paged_hq_not_a_multiple_below", "align_dim_bool",
         "interleaved_ignores_base"])
 def test_wrong_code_that_the_earlier_draws_let_pass_fails(tmp_path, pid, old, new, check):
     """Each is right on every call the grader drew before: code taken past some length (64 keys, 1024 positions),

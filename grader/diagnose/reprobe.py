@@ -5,6 +5,7 @@ is diagnosed on its own: a catalogued mistake that reproduces every result there
 trace of one wrong call says where it departs. Nothing here changes a grade."""
 from __future__ import annotations
 
+import re
 from itertools import combinations
 
 import torch
@@ -29,24 +30,57 @@ def crashed(ctx) -> list:
 
 def cases(problem, ctx) -> list[tuple[str, Case]]:
     """[(the pair made equal, in words; its case)] for the calls the code raised on."""
-    out = []
+    out, named = [], documented(problem)
     for n, case in enumerate(crashed(ctx)[:2]):
         dims = [k for k, v in case.cfg.items() if isinstance(v, int) and not isinstance(v, bool)]
         for a, b in combinations(dims, 2):
             if case.cfg[a] == case.cfg[b] or a[0] != b[0] or len(out) >= MOST:  # related: dq/dk/dv, Tq/Tk, H/Hkv
                 continue
+            words = [_shown(x, named) for x in (a, b)]
+            if None in words or words[0] == words[1]:  # a size the statement does not name: nothing to tell
+                continue
             cfg = problem.fit({**case.cfg, b: case.cfg[a]}, case.variant)
             if cfg[a] != cfg[b]:
                 continue
-            g = torch.Generator().manual_seed(ctx.seed * 1009 + 31 * n + len(out))
-            call = base_call(problem, cfg, case.variant, g, make_mask(problem, case.lens, cfg, g))
+            seed = ctx.seed * 1009 + 31 * n + len(out)
+            call = _drawn(problem, cfg, case, seed)
+            if _shapes(call) == _shapes(_drawn(problem, case.cfg, case, seed)):  # a size the problem's inputs do not
+                continue  # have (paged attention's Tq): the same shapes again would tell nothing, and the pair mislead
             key = f"reprobe/{case.key}/{a}={b}"
             call.update(key=key, n_out=len(problem.outputs), names=list(problem.outputs))
             new = Case(key, case.group, case.variant, cfg, call, lens=case.lens, builder=case.builder)
             with_hooks(problem, {key: new})
             new.call["hooks"] = {k: v for k, v in (new.call.get("hooks") or {}).items() if k != "measure"}
-            out.append((f"{a} = {b}", new))
+            out.append((f"{words[0]} = {words[1]}", new))
     return out
+
+
+def documented(problem) -> set[str]:
+    """The dimensions the problem's statement names in its arguments' and results' shapes ("(B, Hq, d)"): the only
+    ones a finding may name (a size the drawing uses inside, as paged attention's Tq, means nothing to the learner)."""
+    docs = [a.doc for m in problem.methods for a in m.args] + [o.doc for m in problem.methods for o in m.returns]
+    return {w for text in docs for shape in re.findall(r"\(([^()]*)\)", text) for w in re.findall(r"[A-Za-z_]\w*", shape)}
+
+
+def _shown(dim: str, named: set[str]) -> str | None:
+    """A drawn size as the problem's statement names it: itself, or "d" for the query and key sizes of a statement
+    that calls both d; None where the statement does not name it."""
+    if dim in named:
+        return dim
+    return "d" if dim in ("dq", "dk") and "d" in named else None
+
+
+def _drawn(problem, cfg: dict, case: Case, seed: int) -> dict:
+    """The case's call drawn again at `cfg`, from a generator of `seed` (the same seed, the same draws otherwise)."""
+    g = torch.Generator().manual_seed(seed)
+    return base_call(problem, cfg, case.variant, g, make_mask(problem, case.lens, cfg, g))
+
+
+def _shapes(call: dict) -> list:
+    """The shapes of every tensor a call sends (its arguments, a cache's parts, the module's weights), in order."""
+    sent = [t for a in call.get("args", []) for t in (a if isinstance(a, (tuple, list)) else (a,))]
+    sent += list((call.get("state") or {}).values())
+    return [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in sent]
 
 
 def finding(problem, ctx, probe) -> list[str]:
@@ -71,7 +105,7 @@ def finding(problem, ctx, probe) -> list[str]:
             ran.append((words, case))
     if not ran:
         return [f"Drawn again with {', '.join(sorted({w for w, _ in drawn}))}, the calls your code raised on still "
-                "raise: it refuses more of the contract's inputs than those."]
+                "raise: the error does not come from those sizes being unequal (read its message above)."]
     where = ", ".join(sorted({w for w, _ in ran}))
     wrong = [c for _, c in ran if not same(c, ctx.got[c.key], ctx.ref[c.key])]
     head = f"Past the calls your code raised on: drawn again with {where}, it runs"

@@ -132,12 +132,30 @@ def _all_formed(problem, ctx, case, ref, got, outputs) -> list[str]:
             row = distance(a, got)[0]
             equal = [j for j in range(len(got.ops)) if float(row[j]) <= 1e-9]
             if equal:
-                return [where + f"forms the reference's {names[k]} (your {got.ops[equal[-1]]}), but what it returns "
-                        f"as {names[k]} is computed further from it: a step too many after that point (a second "
-                        "scaling, a normalisation or a mask applied twice)."]
+                earlier = _earlier_stage(ref, a, b)
+                if earlier is not None:  # what it returns is a stage the reference goes on from: a step too few
+                    return [where + f"forms the reference's {names[k]} (your {got.ops[equal[-1]]}), but what it "
+                            f"returns as {names[k]} is an earlier stage of the reference's computation (its "
+                            f"{ref.ops[earlier]}), one the reference goes on from: a step left out before returning "
+                            "it (a rotation, a scaling, a normalisation or a mask not applied to what is returned)."]
+                return [where + f"forms the reference's {names[k]} (your {got.ops[equal[-1]]}), but returns another "
+                        f"tensor as {names[k]}, which no stage of the reference's equals: one computed further from "
+                        "it, a step too many (a second scaling, a normalisation or a mask applied twice), or one "
+                        "computed otherwise."]
     return [where + "forms every tensor the reference's does, with the same values up to layout, yet returns another "
             "result: the right values end up in the wrong places (a mask applied to other positions, heads or rows "
             "paired otherwise, a transposed or reshaped result)."]
+
+
+def _earlier_stage(ref: Trace, theirs: Trace, mine: Trace) -> int | None:
+    """The reference's stage (its index in `ref`) whose values the learner's returned tensor has, where that stage
+    comes before the last one equal to the expected result; None where there is none."""
+    from .align import distance
+
+    expected = [i for i, d in enumerate(distance(ref, theirs)[:, 0].tolist()) if d <= 1e-9]
+    returned = [i for i, d in enumerate(distance(ref, mine)[:, 0].tolist()) if d <= 1e-9]
+    before = [i for i in returned if expected and i < expected[-1]]
+    return before[-1] if before else None
 
 
 def _output_names(problem, ctx, case) -> dict:

@@ -250,5 +250,5 @@ def error_shape(problem, case, got, expected, tol) -> str:
     if bad.any() and not (bad & mask).any() and (bad & ~empty).any():
         return "\nOnly masked keys differ, and valid keys are right: masked positions must get weight exactly 0."
     if bad.any() and not (bad & ~empty).any():
-        return "\nOnly rows with valid_len 0 differ: such a row must be all zeros (not NaN, not uniform)."
+        return "\nOnly rows with no allowed key differ: such a row must be all zeros (not NaN, not uniform)."
     return ""

@@ -25,7 +25,8 @@ MISTAKES = (
             ((OUT, "outs.append(num / (den + 1e-6))"), (STEP_OUT, "return num / (den + 1e-6), (S, z)")),
             explain="phi(x) = elu(x) + 1 > 0, so phi(q_i) . z_i > 0 already: the term j = i alone makes it positive. An "
                     "epsilon, copied from code whose feature map can reach 0, shifts every output by about eps / "
-                    "(phi(q) . z) of its size: ~1e-7 here, a thousand times float64's tolerance. The contract has none.",
+                    "(phi(q) . z) of its size: ~1e-7 where phi(q) . z is about 10, a thousand times float64's tolerance, and "
+                    "far more where the features are small (elu(x) + 1 is e^x for x < 0). The contract has none.",
             hint="out_i = phi(q_i)^T S_i / (phi(q_i)^T z_i), with no epsilon."),
     Mistake("phi_no_one", "phi(x) = elu(x) without the + 1",
             ((PHI, "return torch.nn.functional.elu(x)"),),

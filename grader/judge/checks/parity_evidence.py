@@ -122,9 +122,12 @@ def evidence(problem, ctx) -> list[str]:
     by_forms = bad and good and all(k in words for k in bad | good) and _controlled(ctx, bad, good)
     exact_forms = by_forms and not _some_right(ctx, bad)
     if pick is not None and (pick[1] == 0 or not exact_forms):
-        lines.append(f"the calls that go wrong are exactly those with {_said(problem, pick[0])}; every other call is "
-                     "right" if pick[1] == 0 else f"every call that goes wrong has {_said(problem, pick[0])} ({pick[1]} "
-                     f"of the {pick[2]} calls with that are right); every other call is right")
+        # said of the parity calls alone (the plain calls of the base group, _separating): a memory or block call
+        # of another check may go wrong without the factor, and "every call" would then be false
+        lines.append(f"of the parity calls, those that go wrong are exactly those with {_said(problem, pick[0])}; "
+                     "every other one is right" if pick[1] == 0 else f"every parity call that goes wrong has "
+                     f"{_said(problem, pick[0])} ({pick[1]} of the {pick[2]} parity calls with that are right); every "
+                     "other one is right")
     elif by_forms:
         some = "" if exact_forms else " (some of them)"
         lines.append(f"only calls with {', '.join(words[k] for k in sorted(bad))} go wrong{some}; "

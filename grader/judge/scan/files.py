@@ -125,7 +125,7 @@ def scan_submission(impl, module: str, banned=()) -> Findings:
     first = root / f"{module}.py"
     if not (first.exists() or first.is_symlink()):
         return Findings()
-    todo, seen, findings, imports = [(first, [])], set(), [], set()
+    todo, seen, findings, imported = [(first, [])], set(), [], set()
     while todo:
         path, package = todo.pop(0)
         rel = _shown(os.path.relpath(path, root))
@@ -142,18 +142,18 @@ def scan_submission(impl, module: str, banned=()) -> Findings:
             continue
         findings += found
         for parts in siblings:
-            imports.add(".".join(parts))
+            imported.add(".".join(parts))
             todo += [t for t in _module_file(root, parts) if _shown(os.path.relpath(t[0], root)) not in seen]
-    return Findings(_unique(findings), imports)
+    return Findings(_unique(findings), imported)
 
 
 class Findings(list):
-    """A problem's findings (a list, in order), and `imports`: the dotted names of the submission's modules that its
+    """A problem's findings (a list, in order), and `imported`: the dotted names of the submission's modules that its
     own module imports, transitively, whether or not they exist (`from .rope import apply_rope` names "rope")."""
 
-    def __init__(self, findings=(), imports=()):
+    def __init__(self, findings=(), imported=()):
         super().__init__(findings)
-        self.imports = frozenset(imports)
+        self.imported = frozenset(imported)
 
 
 @functools.lru_cache(maxsize=64)
