@@ -11,7 +11,7 @@
    mistake is named when it reproduces the learner's results on every call of the check,
    on at least one call where the learner and the reference differ. For a module, the
    mistakes of a problem it imports (masked_softmax) are tried too, as `masked_softmax:<id>`,
-   but only when that problem fails its own checks.
+   but only when the learner's module imports it (the source scan says so) and it fails its own checks.
 Where neither names one, the check says so, with what the results show, rather than guessing.
 """
 from __future__ import annotations

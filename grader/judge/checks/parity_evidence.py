@@ -130,8 +130,8 @@ def evidence(problem, ctx) -> list[str]:
                      "other one is right")
     elif by_forms:
         some = "" if exact_forms else " (some of them)"
-        lines.append(f"only calls with {', '.join(words[k] for k in sorted(bad))} go wrong{some}; "
-                     f"calls with {', '.join(words[k] for k in sorted(good))} are right")
+        lines.append(f"of the parity calls, only those with {', '.join(words[k] for k in sorted(bad))} go wrong{some}; "
+                     f"those with {', '.join(words[k] for k in sorted(good))} are right")
     factor = row_factor(problem, ctx)
     if factor is not None and factor < 1 - EPSILON_SHRINK:
         lines.append(f"each wrong row is the expected row times one factor of its own, below 1 (down to {factor:.3g}): "

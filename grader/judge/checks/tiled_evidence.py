@@ -83,8 +83,8 @@ def _blocks_unequal(problem, ctx) -> list[str]:
         (right if ok else wrong).add(equal)
         partial |= ok and equal and bool(args[0].shape[-2] % args[iq]) and bool(args[1].shape[-2] % args[ik])
     if wrong == {False} and partial:  # equal blocks are right with partial blocks on both axes too
-        return ["only calls with block_q != block_k go wrong: one block size is used for the other axis somewhere "
-                "(a loop bound, a slice, a mask's offset)"]
+        return ["of the calls that set both block sizes, only those with block_q != block_k go wrong: one block size "
+                "is used for the other axis somewhere (a loop bound, a slice, a mask's offset)"]
     return []
 
 
