@@ -6,9 +6,6 @@ def sliding_window_attention(queries, keys, values, window, num_sinks=0, block_s
     """queries (..., Tq, d), keys (..., Tk, d), values (..., Tk, dv) -> output (..., Tq, dv).
     Key j is allowed for query i when j <= pos(i) and (j > pos(i) - window or j < num_sinks), pos(i) = i + Tk - Tq.
     Each block of queries meets only the keys its rows can see: a contiguous range and the sinks before it."""
-    if any(isinstance(n, bool) or not isinstance(n, int) for n in (window, num_sinks, block_size)):  # True, 2.5
-        raise ValueError(f"sliding_window_attention: window, num_sinks, block_size = {window!r}, {num_sinks!r}, "
-                         f"{block_size!r}: not all ints")
     if window < 1 or num_sinks < 0 or block_size < 1:
         raise ValueError(f"sliding_window_attention: window = {window} and block_size = {block_size} must be at least "
                          f"1, num_sinks = {num_sinks} at least 0")

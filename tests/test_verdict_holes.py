@@ -36,9 +36,12 @@ def masked_softmax(scores, valid_lens=None):
 
 def test_the_bounds_the_contract_names_are_all_a_sliding_window_must_refuse(tmp_path):
     """Section 17: "window >= 1, num_sinks >= 0, block_size >= 1, else ValueError", and no word of bools or floats
-    (as sections 14 and 18 have): the stub's own hint, which checks the bounds only, gets every point."""
-    code = _patched("sliding_window_attention", "    if any(isinstance(n, bool) or not isinstance(n, int)",
-                    "    if False and any(isinstance(n, bool) or not isinstance(n, int)")
+    (as sections 14 and 18 have): the reference checks the bounds only, as the stub's hint does (the solutions' full
+    marks test grades it), and code that also refuses a bool or a float gets every point too."""
+    code = _patched("sliding_window_attention", "    if window < 1 or num_sinks < 0 or block_size < 1:",
+                    "    if any(isinstance(n, bool) or not isinstance(n, int) for n in (window, num_sinks, block_size)):\n"
+                    "        raise ValueError('window, num_sinks and block_size are ints')\n"
+                    "    if window < 1 or num_sinks < 0 or block_size < 1:")
     report = grade(make_impl(tmp_path, {"sliding_window_attention.py": code}), ["sliding_window_attention"], sandbox=False)
     assert _check(report, "sliding_window_attention", "value_errors").status == "passed"
     assert report.problem("sliding_window_attention").status == "passed"
