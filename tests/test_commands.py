@@ -133,6 +133,20 @@ def test_the_command_runs_every_exit_handler_and_keeps_its_exit_code(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [marker.name]  # the TemporaryDirectory's finalizer ran
 
 
+def test_a_temporary_directory_too_deep_for_a_socket_still_grades(tmp_path):
+    """A TMPDIR of 90 characters and more (a CI workspace, a project's own folder): multiprocessing's socket for the
+    workers' server would not fit in AF_UNIX's 107 bytes under it ("AF_UNIX path too long", a traceback and no
+    grading); its folder is made under /tmp instead and removed at exit, and nothing is left in TMPDIR."""
+    deep = tmp_path / ("d" * (100 - len(str(tmp_path))) if len(str(tmp_path)) < 90 else "d")
+    deep.mkdir()
+    assert len(str(deep)) >= 90
+    r = subprocess.run([sys.executable, "-m", "attnkit.fronts.cli", "grade", "--impl", "solutions", "--problems",
+                        "masked_softmax"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, TMPDIR=str(deep), ATTNKIT_SANDBOX="off"))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert list(deep.iterdir()) == []
+
+
 def test_kit_tests_do_not_grade(tmp_path):
     """`pytest tests/...` runs the kit's own tests only; no grading items appear."""
     r = run("-m", "pytest", "tests/test_tolerances.py", "--collect-only", "-q")

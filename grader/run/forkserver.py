@@ -14,6 +14,7 @@ import types
 def context():
     if "forkserver" not in mp.get_all_start_methods():  # Windows: spawned workers import torch themselves
         return mp.get_context("spawn")
+    _short_socket_folder()
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload([f"{__package__}.preload"])
     return ctx
@@ -25,6 +26,32 @@ def warm_up() -> None:
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
+
+
+SOCKET_ROOM = 40
+"""Characters multiprocessing adds to the temporary directory for the forkserver's socket ("/pymp-XXXXXXXX/listener-
+XXXXXXXX" and some to spare); a socket's path holds at most 107 (AF_UNIX)."""
+
+
+def _short_socket_folder() -> None:
+    """Where the temporary directory is too long for a socket under it (a TMPDIR deep in a project or a CI
+    workspace), multiprocessing's folder is made under /tmp (or /var/tmp) instead, as Python 3.13's multiprocessing
+    does itself; without it the forkserver cannot listen ("AF_UNIX path too long") and no grading can start. Made
+    and removed at exit exactly as multiprocessing.util.get_temp_dir makes and removes its own."""
+    import os
+    import shutil
+    import tempfile
+    from multiprocessing import process, util
+
+    config = process.current_process()._config
+    if config.get("tempdir") is not None or len(tempfile.gettempdir()) + SOCKET_ROOM <= 107:
+        return
+    for base in ("/tmp", "/var/tmp"):
+        if len(base) + SOCKET_ROOM <= 107 and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            folder = tempfile.mkdtemp(prefix="pymp-", dir=base)
+            util.Finalize(None, util._remove_temp_dir, args=(shutil.rmtree, folder), exitpriority=-100)
+            config["tempdir"] = folder
+            return
 
 
 @contextlib.contextmanager
