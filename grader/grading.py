@@ -21,10 +21,12 @@ from .judge.stored import Store
 from .judge.registry import Submission, grader_groups, problem_hooks
 from .run.cgroup import reason
 from .judge.scan import lazy_imports, refused, scan_problem
+from .judge.scan.files import may_import
 from .run.jail import decide
 from .judge.untouched import NOT_STARTED, untouched
 
 from .run.pool import Pool
+from .run.harness import flat_positions
 from .run.wire import value_digest
 from .errors import BadInput
 from .problems import all_problems, available, get, unavailable
@@ -311,8 +313,7 @@ def _inputs_changed(cases, answers, sent: dict) -> None:
 def _sent_digests(call: dict) -> list:
     """[(argument position, digest or None: not a tensor)] for each tensor or other value the call sends, a tuple
     argument's parts each in turn (as the worker lists its inputs after the call)."""
-    return [(i, value_digest(t) if isinstance(t, torch.Tensor) else None)
-            for i, a in enumerate(call.get("args", [])) for t in (a if isinstance(a, (tuple, list)) else (a,))]
+    return [(i, value_digest(t) if isinstance(t, torch.Tensor) else None) for i, t in flat_positions(call.get("args", []))]
 
 
 def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=None, probe=None,
@@ -321,7 +322,7 @@ def _judge(problem, plan: Plan, worker, refs, statuses: dict, findings=(), memo=
     answers = decode(problem, cases, worker.results)  # typed once, here: run/answer.Answer
     _inputs_changed(cases, answers, {} if sent is None else sent)
     findings = () if isinstance(findings, str) else findings  # the reading failed: its text (the check says so)
-    failing_deps = tuple(r for r in problem.requires if _imports(findings, r)
+    failing_deps = tuple(r for r in problem.requires if may_import(findings, r)
                          and getattr(statuses.get(r), "status", None) in (Status.FAILED, Status.NOT_STARTED))
     ctx = Context(problem, cases, answers, refs, worker.failure, plan.seed, failing_deps, worker.fault, memo)
     not_started = _not_started(problem, worker, cases, answers)
@@ -423,20 +424,13 @@ def _evidence(ctx, case) -> dict | None:
     return {"got": w, "expected": ref, "mask": valid_mask(ctx.problem, case).expand(ref.shape)}
 
 
-def _imports(findings, pid: str) -> bool:
-    """Whether the problem's source imports the submission's module `pid` (judge/scan/files.Findings.imported); True
-    where the source could not be read (the scan's text instead of its findings): it may."""
-    imported = getattr(findings, "imported", None)
-    return imported is None or any(m == pid or m.startswith(pid + ".") for m in imported)
-
-
 def _note_prerequisites(problems, results, graded, scans) -> None:
     """A failure may come from a module this problem imports: say so where its source does import it and that one
     fails or is not started (a solution that does not import it is told nothing of it)."""
     status = {pid: r.status for pid, r in graded.items()}
     for problem, result in zip(problems, results):
         broken = [r for r in problem.requires if status.get(r) in (Status.FAILED, Status.NOT_STARTED)
-                  and _imports(scans.get(problem.id), r)]
+                  and may_import(scans.get(problem.id), r)]
         if result.status != Status.FAILED or not broken:
             continue
         why = "is not started" if status[broken[0]] == Status.NOT_STARTED else "fails its own checks"

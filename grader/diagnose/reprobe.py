@@ -5,7 +5,6 @@ is diagnosed on its own: a catalogued mistake that reproduces every result there
 trace of one wrong call says where it departs. Nothing here changes a grade."""
 from __future__ import annotations
 
-import re
 from itertools import combinations
 
 import torch
@@ -14,8 +13,9 @@ from ..draw.scenarios import Case, base_call, make_mask
 from ..judge.context import decode
 from ..judge.reference import reference
 from ..judge.registry import general_cases, with_hooks
+from ..model.roles import leading_dims
 from ..run.answer import Answer
-from ..run.harness import execute
+from ..run.harness import execute, flat_positions
 from ..run.hooks import for_reference
 
 MOST = 8
@@ -56,10 +56,11 @@ def cases(problem, ctx) -> list[tuple[str, Case]]:
 
 
 def documented(problem) -> set[str]:
-    """The dimensions the problem's statement names in its arguments' and results' shapes ("(B, Hq, d)"): the only
-    ones a finding may name (a size the drawing uses inside, as paged attention's Tq, means nothing to the learner)."""
+    """The dimensions the problem's statement names in its arguments' and results' shapes ("(B, Hq, d)", a cache's
+    "(k, v), each (B, Hkv, P, d)"): the only ones a finding may name (a size the drawing uses inside, as paged
+    attention's Tq, means nothing to the learner)."""
     docs = [a.doc for m in problem.methods for a in m.args] + [o.doc for m in problem.methods for o in m.returns]
-    return {w for text in docs for shape in re.findall(r"\(([^()]*)\)", text) for w in re.findall(r"[A-Za-z_]\w*", shape)}
+    return {d for doc in docs for part in (doc, *doc.split("each ")[1:]) for d in leading_dims(part)}
 
 
 def _shown(dim: str, named: set[str]) -> str | None:
@@ -78,8 +79,7 @@ def _drawn(problem, cfg: dict, case: Case, seed: int) -> dict:
 
 def _shapes(call: dict) -> list:
     """The shapes of every tensor a call sends (its arguments, a cache's parts, the module's weights), in order."""
-    sent = [t for a in call.get("args", []) for t in (a if isinstance(a, (tuple, list)) else (a,))]
-    sent += list((call.get("state") or {}).values())
+    sent = [t for _, t in flat_positions(call.get("args", []))] + list((call.get("state") or {}).values())
     return [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in sent]
 
 

@@ -58,5 +58,10 @@ class Out(NamedTuple):
     @property
     def dims(self) -> str:
         """The named dims of the doc's leading parenthesis: "(..., Tq, dv) float" -> "... Tq dv"."""
-        found = re.match(r"\(([^)]*)\)", self.doc)
-        return " ".join(d.strip() for d in found.group(1).split(",") if d.strip()) if found else ""
+        return " ".join(leading_dims(self.doc))
+
+
+def leading_dims(doc: str) -> list[str]:
+    """The dims a doc's leading parenthesis names, in order: "(..., Tq, dv) float" -> ["...", "Tq", "dv"]."""
+    found = re.match(r"\(([^)]*)\)", doc)
+    return [d.strip() for d in found.group(1).split(",") if d.strip()] if found else []

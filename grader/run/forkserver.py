@@ -47,7 +47,7 @@ def _short_socket_folder() -> None:
     if config.get("tempdir") is not None or len(tempfile.gettempdir()) + SOCKET_ROOM <= 107:
         return
     for base in ("/tmp", "/var/tmp"):
-        if len(base) + SOCKET_ROOM <= 107 and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+        if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
             folder = tempfile.mkdtemp(prefix="pymp-", dir=base)
             util.Finalize(None, util._remove_temp_dir, args=(shutil.rmtree, folder), exitpriority=-100)
             config["tempdir"] = folder

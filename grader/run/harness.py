@@ -212,7 +212,13 @@ def _refill(earlier, a):
 
 def flat_inputs(args) -> list:
     """The call's arguments with tuples (a cache) spread out, in order: what is compared for side effects."""
-    return [t for a in args for t in (a if isinstance(a, tuple) else (a,))]
+    return [t for _, t in flat_positions(args)]
+
+
+def flat_positions(args) -> list[tuple[int, object]]:
+    """(argument position, value) for each argument, a tuple or list (a cache; the wire carries it as a list) spread
+    out in order: the grader's view of the inputs a worker lists after a call (grading._inputs_changed)."""
+    return [(i, t) for i, a in enumerate(args) for t in (a if isinstance(a, (tuple, list)) else (a,))]
 
 
 def _prepare(a, device, want_grad, hooks=(), strided=False):

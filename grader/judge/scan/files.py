@@ -156,6 +156,13 @@ class Findings(list):
         self.imported = frozenset(imported)
 
 
+def may_import(findings, module: str) -> bool:
+    """Whether a problem's source imports the submission's module `module` (Findings.imported); True where the source
+    could not be read (the scan's text, or no findings object): it may."""
+    imported = getattr(findings, "imported", None)
+    return imported is None or any(m == module or m.startswith(module + ".") for m in imported)
+
+
 @functools.lru_cache(maxsize=64)
 def _scanned(data: bytes, rel: str, package: tuple, banned: tuple):
     """(findings, sibling module paths) of one module's bytes, or (None, why it does not parse): once per run for a
