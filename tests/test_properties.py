@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnkit.judge.compare import Tol, argmax_index, mismatch, same_values
+from attnkit.judge.compare import Tol, argmax_index, mismatch, same_values, usage
 from attnkit.judge.reference import reference
 from attnkit.problems import get
 from attnkit.run.wire import dumps, loads, value_digest
@@ -97,6 +97,26 @@ def test_a_bit_for_bit_answer_is_judged_as_the_full_comparison_judges_it(seed, d
         full = mismatch("w", got, expected, tol)
     assert fast == full, (special, fast, full)
     assert (full is None) == (special != "nan"), full  # an expected NaN is never matched; the rest is within tolerance
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**31 - 1), dims(("B", "Tq", "Tk")), st.floats(1e-12, 1e2), st.floats(1e-12, 1e-1),
+       st.floats(1e-6, 1e4))
+def test_usage_is_the_largest_error_over_what_the_tolerance_allows_there(seed, d, spread, rtol, scale):
+    """usage = max |got - expected| / (rtol * |expected| + atol * max(1, max|expected|)), computed in place: the
+    bound's largest |expected| is read before the bound is scaled (where the values are small and large alike)."""
+    g = torch.Generator().manual_seed(seed)
+    expected = torch.randn(d["B"], d["Tq"], d["Tk"], generator=g, dtype=torch.float64) * scale
+    got = expected + torch.randn(expected.shape, generator=g, dtype=torch.float64) * spread
+    tol = Tol(rtol / 3, rtol)
+    if expected.numel() == 0:
+        assert usage(got, expected, tol) == 0.0
+        return
+    bound = tol.rtol * expected.abs() + tol.atol * max(1.0, expected.abs().max().item())
+    want = ((got - expected).abs() / bound).max().item()
+    before = expected.clone()
+    assert abs(usage(got, expected, tol) - want) <= 1e-12 * max(1.0, want), (usage(got, expected, tol), want)
+    assert torch.equal(expected, before)  # the bound is built in place on a copy, never on the expected values
 
 
 def test_wire_refuses_objects():

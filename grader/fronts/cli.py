@@ -259,6 +259,9 @@ def entry() -> None:
     import atexit
     import os
 
+    from ..run import heap
+
+    heap.roomy()  # this process's memory is nobody's measurement: freed blocks are kept for reuse (run/heap.py)
     try:
         code = main()
     except BrokenPipeError:  # the reader went away (`attnkit list | head`): no traceback, nothing more to say

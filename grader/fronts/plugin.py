@@ -89,6 +89,9 @@ def pytest_configure(config):
         from ..run.forkserver import stop, warm_up
     config.add_cleanup(stop)
     warm_up()  # first: the workers' sandbox or forkserver imports torch while pytest and the grader do (the specs too)
+    from ..run import heap
+
+    heap.roomy()  # a grading run's pytest: freed blocks are kept for reuse (run/heap.py), as `attnkit grade` does
     from ..run.collector import pause, settle
 
     pause()  # while torch and the specs load (run/collector.py): settled before grading, and at the latest here

@@ -100,8 +100,9 @@ def usage(got: torch.Tensor, expected: torch.Tensor, tol: Tol) -> float:
     got, expected = got.to(torch.float64), expected.to(torch.float64)
     if expected.numel() == 0:
         return 0.0
-    size = expected.abs()
-    bound = size.mul(tol.rtol).add_(tol.atol * max(1.0, size.max().item()))
+    bound = expected.abs()  # then rtol * |expected| + atol * max(1, max|expected|), in place: one temporary less
+    top = bound.max().item()
+    bound.mul_(tol.rtol).add_(tol.atol * max(1.0, top))
     return (got - expected).abs_().div_(bound).max().item()
 
 

@@ -72,8 +72,9 @@ def _ours(what: str):
 
 
 def execute(call: dict, target, digests: bool = False) -> dict:
-    """One call of the learner's code (or the reference's, a variant's), its result as a dict. `digests`: add the
-    inputs as they are after the call, as digests (a worker, whose own `changed` the grader does not believe)."""
+    """One call of the learner's code (or the reference's, a variant's), its result as a dict. `digests`: the
+    inputs as they are after the call, as digests, instead of `changed` (a worker, whose own word the grader would not
+    believe: it compares the digests with what it sent)."""
     device = torch.device(call.get("device", "cpu"))
     result: dict = {}
     fn = target if call.get("symbol") is None else beside(target, call["symbol"])
@@ -96,9 +97,9 @@ def execute(call: dict, target, digests: bool = False) -> dict:
         args = [_prepare(a, device, want_grad and i not in frozen, hooks, strided) for i, a in enumerate(call["args"])]
         for i, j in call.get("alias") or ():
             args[j] = args[i]
-        # kept for `changed`, which the grader's own runs (a mistake's variant, a mutant) read; a worker's is replaced by
-        # the grader's comparison of the digests below with what it sent
-        before = [_copy(a) for a in args]
+        # kept for `changed`, which the grader's own runs (a mistake's variant, a mutant) read; a worker says digests
+        # instead (below), which the grader compares with what it sent
+        before = None if digests else [_copy(a) for a in args]
         _seed(device, call.get("seed", 0))
     then = call.get("then") or []
     with contextlib.ExitStack() as stack:
@@ -130,8 +131,9 @@ def execute(call: dict, target, digests: bool = False) -> dict:
     with _ours("reading the outputs"):
         result["outputs"] = [[o.detach().cpu() for o in run] for run in runs]
         result["devices"] = [o.device.type for o in outs]
-        result["changed"] = [i for i, (a, b) in enumerate(zip(flat_inputs(args), flat_inputs(before)))
-                             if b is not None and not _same(a, b)]
+        if before is not None:
+            result["changed"] = [i for i, (a, b) in enumerate(zip(flat_inputs(args), flat_inputs(before)))
+                                 if b is not None and not _same(a, b)]
         if warm:  # the earlier run's outputs as they came back and as they are now (a buffer written again?)
             result["earlier"] = [kept, [o.detach().cpu() for o in before_out]]
         if digests:  # a worker: the inputs as they are now, for the grader to compare with what it sent

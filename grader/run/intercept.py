@@ -231,30 +231,6 @@ _ALLOCATES: dict = {}
 once per operator."""
 
 
-MMAP_THRESHOLD = 128 << 10
-"""glibc's threshold above which an allocation is its own mapping, fixed here. A worker is forked from a server that
-imported torch, whose heap is full of freed holes: an allocation that reuses one copies (or faults in) its pages, which
-count as the worker's new memory. With large blocks always mapped afresh and given back at once, only small
-allocations reuse holes (measured: a few MB), where a raised threshold let a chunked solution's 256 kB temporaries
-wander through 50 to 100 MB of them."""
-
-
-def steady_heap() -> None:
-    """Make a worker's memory follow its live tensors: glibc's malloc otherwise raises its mmap threshold after large
-    frees (up to 32 MB), after which large blocks come from the heap, reuse the holes of the server's heap and keep
-    the high-water mark of fragmentation, not of what was alive. A fixed threshold (MMAP_THRESHOLD) and a heap top
-    given back above 128 kB keep both measurements (the grader's cgroup, the worker's own resident count) close to
-    what is alive. Called in a worker with memory calls, before any learner code runs."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD: fixed, so no longer adjusted upwards
-        libc.mallopt(-1, 128 * 1024)  # M_TRIM_THRESHOLD: give back a heap top above 128 kB
-    except (OSError, AttributeError):
-        pass
-
-
 class ResidentPeak:
     """The growth of this process's peak resident memory during a block, in kB, from /proc (the kernel's
     count: no Python mode can hide an allocation from it). None where /proc cannot be read or reset."""

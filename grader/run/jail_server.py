@@ -25,7 +25,7 @@ def main(control_fd: int) -> None:
     pause()  # no collection during torch's import; frozen after it, as the forkserver's preload does
     import torch
 
-    from . import harness, intercept, sandbox, worker, wire  # noqa: F401 - preloaded: every worker inherits them
+    from . import harness, heap, intercept, sandbox, worker, wire  # noqa: F401 - preloaded: every worker inherits them
 
     intercept.index_functions()  # a worker's bans then search one string (run/intercept.py)
     settle()

@@ -29,8 +29,10 @@ def value_digest(t: torch.Tensor) -> str:
     compares it with the digest of what it sent, instead of the inputs' bytes travelling back."""
     t = t.detach().cpu()
     if t.is_floating_point():  # one NaN and one zero: what same_values does not tell apart, the digest does not either
-        t = torch.where(torch.isnan(t), torch.full((), float("nan"), dtype=t.dtype), t) + 0
-    return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}:{hashlib.blake2b(tensor_bytes(t), digest_size=16).hexdigest()}"
+        t = t + 0  # -0.0 as 0.0 (a copy: the learner's tensor is left as it is)
+        if t.isnan().any():
+            t = torch.where(t.isnan(), torch.full((), float("nan"), dtype=t.dtype), t)
+    return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}:{hashlib.blake2b(_byte_view(t) if t.numel() else b'', digest_size=16).hexdigest()}"
 
 
 def _elements(t: torch.Tensor):

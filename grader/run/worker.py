@@ -25,7 +25,7 @@ def serve(conn, log, module: str, symbol: str, enter, preload: tuple = ()) -> No
 
     import torch
 
-    from . import harness, hooks
+    from . import harness, heap, hooks
 
     torch.set_num_threads(1)
     cuda = torch.cuda.is_available()
@@ -49,6 +49,7 @@ def serve(conn, log, module: str, symbol: str, enter, preload: tuple = ()) -> No
     for c in calls:  # each hook's first options, set up for the worker's whole life before the learner's import
         for name, options in (c.get("hooks") or {}).items():
             first.setdefault(name, options)
+    heap.roomy()  # freed blocks reused, unless a hook measures this worker's memory (its setup says: run/heap.py)
     for h, options in hooks.active({"hooks": first}):
         h.setup(options)
     try:

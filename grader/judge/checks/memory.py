@@ -73,21 +73,21 @@ class MemoryOptions:
 
 
 def group_memory(problem, seed):
-    """Configs 0 and 3, fitted by the spec's memory_fit (once only where the fit makes them the same dims), with
-    its memory settings; each call's forward records its largest allocation."""
+    """Configs 0 and 3, fitted by the spec's memory_fit, with its memory settings; each call's forward records its
+    largest allocation. A call measured already (the same shapes and settings, from another config or variant the
+    fit made alike) is not measured again."""
     opts = options(problem, "memory")
-    cases, fitted = [], set()
+    cases, measured_already = [], set()
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci not in (0, 3) or opts.calls is None:
             continue
         cfg = opts.fit(cfg)
-        key = (vi, repr(sorted(cfg.items())))
-        if key in fitted:
-            continue
-        fitted.add(key)
         call = base_call(problem, cfg, variant, gen("memory"), make_mask(problem, "query", cfg, gen("memory", "lens")))
         for i, (overrides, allowed) in enumerate(opts.calls(cfg, call["args"])):
             measured = with_args(problem, call, overrides)
+            if (sig := (_layout(measured), allowed)) in measured_already:
+                continue
+            measured_already.add(sig)
             measured["hooks"] = {"measure": True}
             cases.append(Case(case_key("memory", vi, ci, i), "memory", variant, cfg, measured,
                               lens=form(problem, "query"), meta={"allowed": allowed}))
@@ -108,6 +108,20 @@ def group_memory(problem, seed):
         cases.append(Case("memory/backstop", "memory", problem.variants[0], cfg, call, lens=form(problem, kind),
                           meta=meta, reference="rows" not in meta))
     return cases
+
+
+def _layout(value):
+    """What a memory measurement depends on, as a hashable value: every setting of the call, each floating-point
+    tensor by its dtype and shape (its values change no allocation of a correct solution), every other tensor (lengths,
+    masks, tables) by its values too, since code may size what it builds by them."""
+    if isinstance(value, torch.Tensor):
+        floats = value.is_floating_point()
+        return ("tensor", str(value.dtype), tuple(value.shape), None if floats else tuple(value.flatten().tolist()))
+    if isinstance(value, dict):
+        return tuple(sorted((k, _layout(v)) for k, v in value.items() if k != "seed"))
+    if isinstance(value, (list, tuple)):
+        return tuple(_layout(v) for v in value)
+    return repr(value)
 
 
 def axis(shape: str, dim: str = "Tq") -> int | None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import contextlib
 
 from . import Hook, register
-from ..intercept import Peak, ResidentPeak, steady_heap
+from .. import heap
+from ..intercept import Peak, ResidentPeak
 
 
 class Measure(Hook):
@@ -20,7 +21,7 @@ class Measure(Hook):
         return None if options == "resident" else options  # the grader's own reading replaces the worker's count
 
     def setup(self, options) -> None:
-        steady_heap()  # the process's pages follow its live tensors
+        heap.steady()  # the process's pages follow its live tensors (run/heap.py)
 
     @contextlib.contextmanager
     def around(self, options):
