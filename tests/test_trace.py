@@ -59,6 +59,37 @@ def test_alignment_localises_a_left_out_step_float32_rounding_and_a_wrong_axis()
     assert "softmax" in ref.ops[axis.departure] and axis.arranged
 
 
+def _additive(q, k, v, w_v, extra=None):
+    scores = torch.tanh(q.unsqueeze(2) + k.unsqueeze(1)) @ w_v
+    return torch.softmax(scores if extra is None else extra(scores), dim=-1) @ v
+
+
+def test_alignment_names_a_step_of_the_learner_s_own_between_two_reference_stages():
+    """Scores divided by a constant the reference never uses (the Transformer's scaling borrowed into additive
+    attention): the departure is the softmax, made by the learner from a step of its own applied to the right scores,
+    and what that step did (times 1/sqrt 2) is read off the learner's tensor. A softmax of the right scores, a softmax
+    of a masked copy (a fill is the implementation's choice) and a left-out step are not called that."""
+    from attnkit.diagnose.trace import _how
+
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(2, 5, 3, generator=g, dtype=torch.float64), torch.randn(2, 7, 3, generator=g, dtype=torch.float64)
+    v, w_v = torch.randn(2, 7, 4, generator=g, dtype=torch.float64), torch.randn(3, generator=g, dtype=torch.float64)
+    ref = _trace(_additive, q, k, v, w_v)
+    assert align(ref, _trace(_additive, q, k, v, w_v, lambda s: s.clone())) is None
+    found = align(ref, _trace(_additive, q, k, v, w_v, lambda s: s / 2 ** 0.5))
+    got = _trace(_additive, q, k, v, w_v, lambda s: s / 2 ** 0.5)
+    assert found.inserted is not None and "softmax" in ref.ops[found.departure]
+    p, m, k_ = found.inserted
+    assert "div" in got.ops[m] and "softmax" in got.ops[k_] and "(= 1/√2)" in _how(ref.prints[p], got.prints[m])
+    tripled_trace = _trace(_additive, q, k, v, w_v, lambda s: s * 3)
+    tripled = align(ref, tripled_trace)
+    assert tripled.inserted is not None
+    assert "times 3" in _how(ref.prints[tripled.inserted[0]], tripled_trace.prints[tripled.inserted[1]])
+    unscaled = align(_trace(_reference, q, q, q), _trace(lambda q, k, v: torch.softmax(q @ k.transpose(-1, -2), -1) @ v,
+                                                         q, q, q))
+    assert unscaled.skipped is not None and unscaled.inserted is None
+
+
 def test_a_malformed_trace_from_a_worker_is_refused():
     good = {"prints": torch.zeros(1, 27, dtype=torch.float64), "metas": torch.zeros(1, 8, dtype=torch.int64),
             "ops": ["aten.mm()"], "parents": [[-1]]}
@@ -113,6 +144,20 @@ def test_a_failing_module_is_told_where_it_departs_and_a_passing_one_is_not(tmp_
     assert sum("Where your computation departs" in for_check(result, c) for c in failing) == 1
     passing = grade(make_impl(tmp_path / "b"), ["multihead_attention", "rope"]).problems
     assert all(p.status == "passed" and p.departure == [] for p in passing)
+
+
+def test_a_returned_tensor_the_reference_goes_on_from_is_called_a_step_left_out(tmp_path):
+    """The output projection left out: the merged heads come back as the output. The departure is the returned tensor,
+    and the learner's returned tensor has the values of the reference stage just before it."""
+    scaled = UNSCALED_MHA.replace("scores = q @ k.transpose(-2, -1)", "scores = q @ k.transpose(-2, -1) / self.d ** 0.5")
+    no_projection = scaled.replace("return self.W_o(out.transpose(1, 2).reshape(B, Tq, E)), w",
+                                   "return out.transpose(1, 2).reshape(B, Tq, E), w")
+    assert no_projection != scaled
+    result = grade(make_impl(tmp_path, {"multihead_attention.py": no_projection}), ["multihead_attention"]).problem(
+        "multihead_attention")
+    said = "\n".join(result.departure)
+    assert result.status == "failed" and "what your code returns as the output equals the reference's reshape" in said, said
+    assert "a step left out before returning it" in said and "linear map" in said, said
 
 
 NARROW_SDPA = '''

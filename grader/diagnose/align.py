@@ -102,6 +102,9 @@ class Alignment:
     arranged: bool  # every input of the departure matches: an operation that depends on layout got them arranged otherwise
     skipped: tuple[int, int] | None = None  # (reference record, learner record): the learner applies the step after
     # the departure straight to that reference record's equal: the departure's step is left out
+    inserted: tuple[int, int, int] | None = None  # (reference record, learner record, learner record): the learner
+    # applies an operator of its own to that reference record's equal, then the departure's operator to the result:
+    # a step the reference does not take
 
 
 def align(ref: Trace, got: Trace, outputs: set[int] | None = None, given=None) -> Alignment | None:
@@ -179,7 +182,7 @@ def _result(ref, got, dist, strict, loose, keep, at, rounding, given=None) -> Al
     equal = {j for p in sources if strict[p] for j in range(len(got.ops)) if dist[p, j] <= tol[p, j]}
     made = [k for k, ps in enumerate(got.parents) if equal & set(ps)]  # the learner's records from those inputs
     op = _op(ref.ops[at])
-    skipped, arranged = None, False
+    skipped, inserted, arranged = None, None, False
     if rounding:
         pass
     elif not sources:  # computed from the call's inputs alone: the learner's same operator on inputs alone
@@ -197,11 +200,36 @@ def _result(ref, got, dist, strict, loose, keep, at, rounding, given=None) -> Al
             if went_on:
                 p = next(p for p in sorted(sources) if any(dist[p, j] <= tol[p, j] for j in got.parents[went_on[0]] if j >= 0))
                 skipped = (p, went_on[0])
+            else:
+                inserted = _inserted(ref, got, dist, tol, sources, strict, made, op)
     if rounding:
         closest = int(torch.argmin(dist[at]))  # the tensor that matches at float32 level
     else:
-        closest = skipped[1] if skipped else _closest(ref, got, at, made)
-    return Alignment(at, rounding, closest, last, arranged, skipped)
+        closest = skipped[1] if skipped else inserted[2] if inserted else _closest(ref, got, at, made)
+    return Alignment(at, rounding, closest, last, arranged, skipped, inserted)
+
+
+def _inserted(ref, got, dist, tol, sources, strict, made, op) -> tuple[int, int, int] | None:
+    """(p, m, k): the learner's record k applies the departure's operator `op` to its record m, which applies another
+    elementwise operator (as many entries) to its equal of the reference's matched source p (scores -> a division of its own -> the softmax). Only
+    where every input of m is right (equals a matched reference record) and m itself equals none: an operator on right
+    values that the reference never applies, not one fed a wrong tensor besides (a concatenation with a wrong part)."""
+    hit = (dist <= tol) & torch.tensor(strict, dtype=torch.bool)[:, None]
+    right = set(torch.nonzero(hit.any(dim=0)).flatten().tolist())
+    for k in range(len(got.ops)):
+        if _op(got.ops[k]) != op:
+            continue
+        for m in got.parents[k]:
+            if m < 0 or m not in made or _op(got.ops[m]) == op or _op(got.ops[m]) in TRANSPARENT:
+                continue
+            if not all(j in right for j in got.parents[m] if j >= 0) or bool((dist[:, m] <= tol[:, m]).any()) \
+                    or _op(got.ops[m]) in LAYOUT:  # a concatenation or product of right parts: an arrangement, rather
+                continue  # (the reference may join them otherwise); an elementwise step keeps p's entries
+            p = next((p for p in sorted(sources) if strict[p]
+                      and any(dist[p, j] <= tol[p, j] for j in got.parents[m] if j >= 0)), None)
+            if p is not None and bool(got.prints[m, 0] == ref.prints[p, 0]):
+                return p, m, k
+    return None
 
 
 def _equal_to(got: Trace, given) -> set[int]:

@@ -147,7 +147,7 @@ def diagnose(problem, ctx, failing_checks) -> dict[str, str | None]:
     ids = symptoms.known_ids(problem, ctx.failing_deps)
     reproduced = _reproduce(problem, ctx, failing)
     shape, confirm = symptoms.certain(problem, ctx, failing)
-    if shape and confirm and not _confirmed(problem, ctx, failing, shape):
+    if shape and ((confirm and not _confirmed(problem, ctx, failing, shape)) or _contradicted_by(problem, ctx, shape)):
         shape = None
     found = {}
     for c in failing_checks:
@@ -215,6 +215,14 @@ def _confirmed(problem, ctx, failing, rid) -> bool:
                 and not _close_to(got, variant, ref):
             return False
     return True
+
+
+def _contradicted_by(problem, ctx, rid) -> bool:
+    """Is every general call of the learner's right while the mistake's variant gets one wrong? An error shape is then
+    shared by another mistake (rows lost where every score is very negative: a fill of 0, or an exp that underflows)."""
+    target = next((t for r, _, t in candidates(problem, ctx.failing_deps) if r == rid), None)
+    cache = ctx.memo.setdefault((problem.id, ctx.seed), {})
+    return target is not None and _contradicted(ctx, general_cases(ctx, problem), rid, target, cache)
 
 
 def _refuted(ctx, base, rid, target, cache) -> bool:

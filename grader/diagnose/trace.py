@@ -27,7 +27,9 @@ NOUNS = {"bmm": "batched matrix product", "mm": "matrix product", "addmm": "line
          "tanh": "tanh", "masked_fill": "masked fill", "where": "selection", "sum": "sum over an axis", "amax": "row maximum",
          "max": "maximum", "cat": "concatenation", "cos": "cosine", "sin": "sine", "pow": "power", "log": "logarithm",
          "logsumexp": "log-sum-exp", "neg": "negation", "rsqrt": "inverse square root", "sqrt": "square root",
-         "reciprocal": "reciprocal", "_to_copy": "conversion", "clamp": "clamp", "maximum": "maximum", "stack": "stack"}
+         "reciprocal": "reciprocal", "_to_copy": "conversion", "clamp": "clamp", "maximum": "maximum", "stack": "stack",
+         "_unsafe_view": "reshape", "view": "reshape", "reshape": "reshape", "clone": "copy", "permute": "permutation",
+         "transpose": "transpose"}
 
 
 def pick(problem, ctx):
@@ -97,6 +99,17 @@ def finding(problem, ctx, case, answer: dict | None) -> list[str]:
         lines.append(f"  your code applies {got.ops[k]} to your equal of {_name(ref, p, outputs)}: the reference first "
                      f"computes {_name(ref, at, outputs)} from it, a step yours leaves out (or does another way).")
         return lines
+    if found.inserted is not None:
+        p, m, k = found.inserted
+        lines.append(f"  your code applies {got.ops[m]} to your equal of {_name(ref, p, outputs)}, then {got.ops[k]} to "
+                     f"its result: a step the reference does not take between them ({_how(ref.prints[p], got.prints[m])}).")
+        return lines
+    earlier = _returned_earlier(ctx, case, ref, at, outputs)
+    if earlier is not None:
+        lines.append(f"  what your code returns as the {outputs[tuple(ref.prints[at].tolist())]} equals "
+                     f"{_name(ref, earlier, outputs)}, from which the reference goes on to {_name(ref, at, outputs)}: a "
+                     "step left out before returning it.")
+        return lines
     lines.append(f"  no tensor of yours equals {_name(ref, at, outputs)}")
     if found.arranged:
         lines[-1] += (", although every tensor it is computed from matches yours up to layout: the values going in are "
@@ -145,6 +158,22 @@ def _all_formed(problem, ctx, case, ref, got, outputs) -> list[str]:
     return [where + "forms every tensor the reference's does, with the same values up to layout, yet returns another "
             "result: the right values end up in the wrong places (a mask applied to other positions, heads or rows "
             "paired otherwise, a transposed or reshaped result)."]
+
+
+def _returned_earlier(ctx, case, ref: Trace, at: int, outputs: dict) -> int | None:
+    """Where the departure is a returned tensor: the last reference stage before it whose values the learner's returned
+    tensor of that name has (the output projection left out: the merged heads come back); None where there is none."""
+    from .align import distance
+
+    name = outputs.get(tuple(ref.prints[at].tolist()))
+    names = case.call.get("names") or ["output", "weights", "third output"]
+    returned = ctx.got[case.key].outputs if case.key in ctx.got else []
+    if name is None or name not in names or names.index(name) >= len(returned):
+        return None
+    mine = returned[names.index(name)]
+    b = Trace(fingerprint(mine)[None], torch.zeros(1, 8, dtype=torch.int64), ["got"], [[]])
+    equal = [i for i, d in enumerate(distance(ref, b)[:, 0].tolist()) if d <= 1e-9 and i < at]
+    return equal[-1] if equal else None
 
 
 def _earlier_stage(ref: Trace, theirs: Trace, mine: Trace) -> int | None:

@@ -1,6 +1,7 @@
 """Check dropout: eval() is exact, train() drops weights with probability p, weights are returned before dropout."""
 from __future__ import annotations
 
+import torch
 
 from ..compare import mismatch, same_values, tolerance
 from ..context import compare_all
@@ -24,8 +25,6 @@ correct dropout keeps all or drops all of them with probability below 1e-7. A th
 
 def seeded_p(seed, problem) -> float:
     """A dropout probability in [0.15, 0.85], two decimals, drawn from the run's seed (never 0.3 or 0.6)."""
-    import torch
-
     u = float(torch.rand((), generator=generator(seed, problem.id, "dropout", "p"), dtype=torch.float64))
     p = round(0.15 + 0.7 * u, 2)
     return p + 0.01 if p in (0.3, 0.6) else p
@@ -72,10 +71,13 @@ def check_dropout(ctx):
         at_w = ctx.problem.weights_index
         got = ctx.outputs(case)
         out, w = got[ctx.problem.out_index("values")], got[at_w]
-        problem = mismatch("weights", w, ctx.expected(case)[at_w], tol)
+        expected_w = ctx.expected(case)[at_w]
+        problem = mismatch("weights", w, expected_w, tol)
         if problem:
-            ctx.fail(case, f"in train() the returned weights must be taken before dropout (they still sum to 1)\n{problem}",
-                     symptom="weights_after_dropout")
+            dropped = _a_dropped_copy(w, expected_w, case.meta["p"])
+            ctx.fail(case, f"in train() the returned weights must be taken before dropout (they still sum to 1)\n{problem}"
+                     + ("" if dropped else _what_differs(w, expected_w)),
+                     symptom="weights_after_dropout" if dropped else None)
         _judge_dropped(ctx, case, out, counts)
     if ctx.of("dropout") and (not counts["kept"] or not counts["dropped"]):
         case = [c for c in ctx.of("dropout") if c.call["train"]][-1]
@@ -83,6 +85,28 @@ def check_dropout(ctx):
         ctx.fail(case, f"over {sum(counts.values())} attention weights in train() with dropout=0.3 and 0.6, {what}: "
                  "dropout must zero each weight with probability p (a correct dropout does this by chance with "
                  "probability below 1e-7)")
+
+
+def _a_dropped_copy(got, expected, p: float) -> bool:
+    """Whether the returned weights are the expected ones through dropout: each 0 or scaled by 1/(1-p)."""
+    if got.shape != expected.shape or not torch.isfinite(got).all():
+        return False
+    live = expected > 1e-3  # the ratio is well determined there
+    ratio, scale = got[live] / expected[live], 1.0 / (1.0 - p)
+    return bool(((ratio - scale).abs() < 1e-6 * scale).logical_or_(ratio.abs() < 1e-6).all()) and bool(live.any())
+
+
+def _what_differs(got, expected) -> str:
+    """What the returned weights show where they are no dropped copy of the expected ones."""
+    if got.shape != expected.shape or not torch.isfinite(got).all():
+        return ""
+    rows = expected.sum(-1) > 0.5  # rows with an allowed key (the others are all zeros)
+    sums = got.sum(-1)[rows]
+    if rows.any() and ((sums - 1).abs() < 1e-9).all():
+        return ("\nYours still sum to 1 in every row, and they are no dropped copy of the expected weights (each 0 or "
+                "scaled by 1/(1-p)): dropout did not act on the returned weights; what went into the softmax changed "
+                "in train() mode")
+    return ""
 
 
 def _judge_dropped(ctx, case, out, counts) -> None:

@@ -122,7 +122,9 @@ def _empty_rows(problem, ctx) -> str | None:
 
 
 def _only_negative_rows_lost(ctx) -> bool:
-    """The calls whose valid scores are all far below 0 fail to sum to 1; every other base call is right."""
+    """The calls whose valid scores are all far below 0 fail to sum to 1, only in rows with a masked key (a fill value
+    acts on masked keys alone: a row lost with every key allowed is lost otherwise, an exp that underflows); every
+    other base call is right."""
     negative = [c for c in ctx.of("base") + ctx.of("stable") if "negative" in c.tags]
     if not negative:
         return False
@@ -132,7 +134,10 @@ def _only_negative_rows_lost(ctx) -> bool:
         if pair is None:
             return False
         w, _ = pair
-        lost += bool(((w.sum(-1) - 1).abs() > 1e-3).any())
+        rows = (w.sum(-1) - 1).abs() > 1e-3
+        if (rows & valid_mask(ctx.problem, case).expand(w.shape).all(-1)).any():
+            return False
+        lost += bool(rows.any())
     others_right = all((pair := _weights(ctx, c)) is not None and usage(*pair, tolerance("float64")) <= 1
                        for c in ctx.of("base") if "negative" not in c.tags)
     return bool(lost) and others_right

@@ -137,8 +137,8 @@ def check_stability(ctx):
 
 
 def evidence(problem, ctx) -> list[str]:
-    """The split calls' rows that have allowed keys but come back all 0: the maximum subtracted before exp was taken
-    over the masked keys too, so every allowed exp underflowed."""
+    """The split calls' rows that have allowed keys but come back all 0: every allowed exp underflowed, so what was
+    subtracted before exp was not the largest allowed score (nothing at all, or a maximum over the masked keys too)."""
     at = problem.weights_index
     for case in ctx.of("stable"):
         got = ctx.got.get(case.key)
@@ -149,9 +149,10 @@ def evidence(problem, ctx) -> list[str]:
             continue
         lost = (w == 0).all(-1) & allowed.any(-1)
         if lost.any():
-            return ["with masked keys scoring ~1e4 above the allowed ones, rows that have allowed keys come back all 0: "
-                    "the maximum subtracted before exp includes the masked keys (take it after masking), so every "
-                    "allowed exp underflows"]
+            return ["with the allowed scores near -1e4 and the masked keys' near +1e4, rows that have allowed keys come "
+                    "back all 0: every allowed exp underflowed, so what was subtracted before exp was not the largest "
+                    "allowed score (nothing at all, or a maximum taken over the masked keys too): mask first, then "
+                    "subtract the row maximum"]
     return []
 
 

@@ -1,0 +1,22 @@
+"""BUG: dropout is applied to the raw scores before the masked softmax instead of to the weights before the weighted sum, so in training the returned weights are perturbed and the output is not dropout(weights) @ values.
+STAGE: dropout
+"""
+import torch
+from torch import nn
+
+from .masked_softmax import masked_softmax
+
+
+class AdditiveAttention(nn.Module):
+    def __init__(self, query_dim, key_dim, attn_dim, dropout=0.0):
+        super().__init__()
+        self.W_q = nn.Linear(query_dim, attn_dim, bias=False)
+        self.W_k = nn.Linear(key_dim, attn_dim, bias=False)
+        self.w_v = nn.Linear(attn_dim, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        features = torch.tanh(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))
+        scores = self.dropout(self.w_v(features).squeeze(-1))
+        weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(weights, values), weights
