@@ -129,7 +129,11 @@ def _judge_dropped(ctx, case, out, counts) -> None:
     ratio = P[live] / w[live]
     kept, dropped = (ratio - scale).abs() < 1e-6 * scale, ratio.abs() < 1e-6
     bad = ~(kept | dropped)
-    if bad.any():
+    if bad.any() and bool(((ratio - 1).abs() < 1e-6).all()):
+        ctx.fail(case, f"in train() with dropout={p}, every attention weight came through unchanged (none zeroed, none "
+                 f"scaled by 1/(1-p) = {scale:.6g}): dropout did not act on the weights (the module's dropout is never "
+                 "applied, or applied with p = 0)")
+    elif bad.any():
         others = ratio[bad]
         common = others.mean().item()
         same = (others - common).abs().max().item() < 1e-6 * abs(common) and common > 1

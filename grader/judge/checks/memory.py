@@ -56,10 +56,10 @@ class Backstop:
 class MemoryOptions:
     """The memory check's options (a spec's options["memory"]): `calls(cfg, args)` -> [({arg: value}, elements
     allowed)], the calls whose forward is measured; `fit(cfg)`, their dims (large enough that the tensor to avoid
-    exceeds the bound); a backstop call; the words of its messages."""
+    exceeds the bound); a backstop call besides, where wanted; the words of its messages."""
 
     words: Words
-    calls: Callable | None = None
+    calls: Callable | None = None  # required (checked below); None only to say so in words
     fit: Callable = lambda cfg: cfg
     backstop: Backstop | None = None
 
@@ -68,8 +68,9 @@ class MemoryOptions:
             object.__setattr__(self, "words", Words(**self.words))
         if isinstance(self.backstop, dict):
             object.__setattr__(self, "backstop", Backstop(**self.backstop))
-        if self.calls is None and self.backstop is None:
-            raise ValueError("give memory calls, a backstop call, or both")
+        if self.calls is None:  # a worker sets its heap to follow its tensors from the hooks of its first batch
+            raise ValueError("give memory calls (a backstop alone is held back from the worker's first batch, whose "
+                             "calls' hooks set up its memory measurement: run/heap.py)")
 
 
 def group_memory(problem, seed):
@@ -79,7 +80,7 @@ def group_memory(problem, seed):
     opts = options(problem, "memory")
     cases, measured_already = [], set()
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
-        if ci not in (0, 3) or opts.calls is None:
+        if ci not in (0, 3):
             continue
         cfg = opts.fit(cfg)
         call = base_call(problem, cfg, variant, gen("memory"), make_mask(problem, "query", cfg, gen("memory", "lens")))
