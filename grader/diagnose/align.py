@@ -49,6 +49,13 @@ class Trace:
             return None
         return cls(prints, metas, [one_line(o, 80) for o in ops], parents)
 
+    @classmethod
+    def probe(cls, prints: torch.Tensor, label: str) -> "Trace":
+        """Records of fingerprints alone, (N, WIDTH) (a returned tensor's, an input's): no operator, no parents, to be
+        compared with a traced computation by `distance`."""
+        n = len(prints)
+        return cls(prints, torch.zeros(n, 2 + DIMS, dtype=torch.int64), [label] * n, [[] for _ in range(n)])
+
     def shape(self, i: int) -> tuple[int, ...]:
         return tuple(d for d in self.metas[i, 2:].tolist() if d >= 0)
 
@@ -236,7 +243,7 @@ def _equal_to(got: Trace, given) -> set[int]:
     """The learner's records with the values of one of the call's inputs (a copy, a repeat, a transpose of it)."""
     if given is None or not len(given):
         return set()
-    probe = Trace(given, torch.zeros(len(given), 2 + DIMS, dtype=torch.int64), ["input"] * len(given), [[]] * len(given))
+    probe = Trace.probe(given, "input")
     hit = distance(probe, got) <= RTOL[64]
     return {int(j) for j in torch.nonzero(hit.any(dim=0)).flatten()}
 

@@ -139,8 +139,7 @@ def _all_formed(problem, ctx, case, ref, got, outputs) -> list[str]:
     returned = ctx.got[case.key].outputs
     names = case.call.get("names") or [f"output {i}" for i in range(len(returned))]
     for k, (mine, theirs) in enumerate(zip(returned, ctx.ref[case.key].outputs)):
-        a = Trace(fingerprint(theirs)[None], torch.zeros(1, 8, dtype=torch.int64), ["ref"], [[]])
-        b = Trace(fingerprint(mine)[None], torch.zeros(1, 8, dtype=torch.int64), ["got"], [[]])
+        a, b = Trace.probe(fingerprint(theirs)[None], "ref"), Trace.probe(fingerprint(mine)[None], "got")
         if mine.shape == theirs.shape and float(distance(a, b)[0, 0]) > 1e-9:  # not the same values rearranged
             row = distance(a, got)[0]
             equal = [j for j in range(len(got.ops)) if float(row[j]) <= 1e-9]
@@ -166,13 +165,12 @@ def _returned_earlier(ctx, case, ref: Trace, at: int, outputs: dict) -> int | No
     from .align import distance
 
     name = outputs.get(tuple(ref.prints[at].tolist()))
-    names = case.call.get("names") or ["output", "weights", "third output"]
     returned = ctx.got[case.key].outputs if case.key in ctx.got else []
-    if name is None or name not in names or names.index(name) >= len(returned):
+    names = _names(case, len(returned))
+    if name is None or name not in names:
         return None
-    mine = returned[names.index(name)]
-    b = Trace(fingerprint(mine)[None], torch.zeros(1, 8, dtype=torch.int64), ["got"], [[]])
-    equal = [i for i, d in enumerate(distance(ref, b)[:, 0].tolist()) if d <= 1e-9 and i < at]
+    mine = Trace.probe(fingerprint(returned[names.index(name)])[None], "got")
+    equal = [i for i, d in enumerate(distance(ref, mine)[:, 0].tolist()) if d <= 1e-9 and i < at]
     return equal[-1] if equal else None
 
 
@@ -189,9 +187,14 @@ def _earlier_stage(ref: Trace, theirs: Trace, mine: Trace) -> int | None:
 
 def _output_names(problem, ctx, case) -> dict:
     """{fingerprint as a tuple: the returned tensor's name} for the reference's outputs of the call."""
-    names = case.call.get("names") or ["output", "weights", "third output"]
     expected = ctx.ref[case.key].outputs
-    return {tuple(fingerprint(t).tolist()): names[i] if i < len(names) else f"output {i}" for i, t in enumerate(expected)}
+    return {tuple(fingerprint(t).tolist()): name for t, name in zip(expected, _names(case, len(expected)))}
+
+
+def _names(case, n: int) -> list[str]:
+    """The names of a call's n returned tensors, as its messages give them."""
+    given = case.call.get("names") or ["output", "weights", "third output"]
+    return [given[i] if i < len(given) else f"output {i}" for i in range(n)]
 
 
 def _name(ref: Trace, i: int, outputs: dict) -> str:

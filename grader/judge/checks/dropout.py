@@ -87,13 +87,20 @@ def check_dropout(ctx):
                  "probability below 1e-7)")
 
 
+def _ratios(dropped, weights, p: float):
+    """(ratio, kept, dropped): dropped / weights where the weight is large enough for the ratio to be well determined
+    (above 1e-3), and which of those ratios are a kept weight's (1/(1-p)) or a dropped one's (0)."""
+    live = weights > 1e-3
+    ratio, scale = dropped[live] / weights[live], 1.0 / (1.0 - p)
+    return ratio, (ratio - scale).abs() < 1e-6 * scale, ratio.abs() < 1e-6
+
+
 def _a_dropped_copy(got, expected, p: float) -> bool:
     """Whether the returned weights are the expected ones through dropout: each 0 or scaled by 1/(1-p)."""
     if got.shape != expected.shape or not torch.isfinite(got).all():
         return False
-    live = expected > 1e-3  # the ratio is well determined there
-    ratio, scale = got[live] / expected[live], 1.0 / (1.0 - p)
-    return bool(((ratio - scale).abs() < 1e-6 * scale).logical_or_(ratio.abs() < 1e-6).all()) and bool(live.any())
+    ratio, kept, dropped = _ratios(got, expected, p)
+    return bool(ratio.numel()) and bool((kept | dropped).all())
 
 
 def _what_differs(got, expected) -> str:
@@ -125,9 +132,7 @@ def _judge_dropped(ctx, case, out, counts) -> None:
         at = tuple(at_masked.nonzero()[0].tolist())
         ctx.fail(case, f"in train() the dropped weights at masked key {list(at)} are {P[at].item():.6g}: a masked "
                  "weight is 0 and stays 0 after dropout")
-    live = w > 1e-3  # the ratio P / w is well determined there
-    ratio = P[live] / w[live]
-    kept, dropped = (ratio - scale).abs() < 1e-6 * scale, ratio.abs() < 1e-6
+    ratio, kept, dropped = _ratios(P, w, p)
     bad = ~(kept | dropped)
     if bad.any() and bool(((ratio - 1).abs() < 1e-6).all()):
         ctx.fail(case, f"in train() with dropout={p}, every attention weight came through unchanged (none zeroed, none "
