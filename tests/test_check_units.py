@@ -56,7 +56,7 @@ def test_options_are_typed_with_their_defaults():
     (lambda o: {**o, "memory": {**o["memory"], "budget": 3}}, "unknown option(s) budget"),
     (lambda o: {**o, "dropout": {"p": 0.5}}, "options for a check the spec does not have"),
     (lambda o: {**o, "memory": {k: v for k, v in o["memory"].items() if k != "words"}}, "words"),
-    (lambda o: {**o, "memory": {k: v for k, v in o["memory"].items() if k != "calls"}}, "a backstop alone"),
+    (lambda o: {**o, "memory": {k: v for k, v in o["memory"].items() if k != "calls"}}, "'calls'"),
 ])
 def test_a_bad_option_fails_when_the_spec_loads(change, words):
     flash = get("flash_attention")

@@ -137,7 +137,7 @@ def _all_formed(problem, ctx, case, ref, got, outputs) -> list[str]:
 
     where = f"Your computation, traced on {call_text(problem, case)}, "
     returned = ctx.got[case.key].outputs
-    names = case.call.get("names") or [f"output {i}" for i in range(len(returned))]
+    names = _names(case, len(returned))
     for k, (mine, theirs) in enumerate(zip(returned, ctx.ref[case.key].outputs)):
         a, b = Trace.probe(fingerprint(theirs)[None], "ref"), Trace.probe(fingerprint(mine)[None], "got")
         if mine.shape == theirs.shape and float(distance(a, b)[0, 0]) > 1e-9:  # not the same values rearranged

@@ -56,10 +56,12 @@ class Backstop:
 class MemoryOptions:
     """The memory check's options (a spec's options["memory"]): `calls(cfg, args)` -> [({arg: value}, elements
     allowed)], the calls whose forward is measured; `fit(cfg)`, their dims (large enough that the tensor to avoid
-    exceeds the bound); a backstop call besides, where wanted; the words of its messages."""
+    exceeds the bound); a backstop call besides, where wanted; the words of its messages. The calls are required even
+    with a backstop: a worker sets its heap to follow its tensors from the hooks of its first batch, from which a
+    backstop is held back (run/heap.py)."""
 
     words: Words
-    calls: Callable | None = None  # required (checked below); None only to say so in words
+    calls: Callable
     fit: Callable = lambda cfg: cfg
     backstop: Backstop | None = None
 
@@ -68,9 +70,6 @@ class MemoryOptions:
             object.__setattr__(self, "words", Words(**self.words))
         if isinstance(self.backstop, dict):
             object.__setattr__(self, "backstop", Backstop(**self.backstop))
-        if self.calls is None:  # a worker sets its heap to follow its tensors from the hooks of its first batch
-            raise ValueError("give memory calls (a backstop alone is held back from the worker's first batch, whose "
-                             "calls' hooks set up its memory measurement: run/heap.py)")
 
 
 def group_memory(problem, seed):
