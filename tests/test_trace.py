@@ -90,6 +90,46 @@ def test_alignment_names_a_step_of_the_learner_s_own_between_two_reference_stage
     assert unscaled.skipped is not None and unscaled.inserted is None
 
 
+def _softmax_by_hand(s):
+    e = torch.exp(s.masked_fill(torch.zeros_like(s, dtype=torch.bool), float("-inf")) - s.amax(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+def test_a_step_of_the_learner_s_own_is_named_where_its_softmax_is_written_by_hand():
+    """The same extra scaling before a softmax the learner writes itself (a fill, exp, sum, divide: no operator the
+    reference's softmax is): the scaled scores are where its computation first departs (nothing computed from them
+    equals a reference stage), said with the factor read off. A hand-written softmax of the right scores is right, and
+    a step after the softmax is named there (applied to the weights), not before it."""
+    from attnkit.diagnose.trace import _how
+
+    g = torch.Generator().manual_seed(2)
+    q, k = torch.randn(2, 5, 3, generator=g, dtype=torch.float64), torch.randn(2, 7, 3, generator=g, dtype=torch.float64)
+    v, w_v = torch.randn(2, 7, 4, generator=g, dtype=torch.float64), torch.randn(3, generator=g, dtype=torch.float64)
+
+    def by_hand(q, k, v, w_v, extra=lambda s: s, after=lambda w: w):
+        return after(_softmax_by_hand(extra(torch.tanh(q.unsqueeze(2) + k.unsqueeze(1)) @ w_v))) @ v
+
+    ref = _trace(_additive, q, k, v, w_v)
+    assert align(ref, _trace(by_hand, q, k, v, w_v)) is None
+    got = _trace(by_hand, q, k, v, w_v, lambda s: s / 2 ** 0.5)
+    found = align(ref, got)
+    assert found.inserted is not None
+    p, m, k_ = found.inserted
+    assert "div" in got.ops[m] and "masked_fill" in got.ops[k_] and "(= 1/√2)" in _how(ref.prints[p], got.prints[m])
+    late_trace = _trace(by_hand, q, k, v, w_v, lambda s: s, lambda w: w * 0.5)
+    late = align(ref, late_trace)
+    assert "softmax" in ref.ops[late.inserted[0]] and "mul(0.5)" in late_trace.ops[late.inserted[1]]
+
+    def exp2_softmax(s):  # the exp2 form (scores times log2 e), with a wrong denominator after it
+        e = torch.exp2(s * 1.4426950408889634 - (s * 1.4426950408889634).amax(-1, keepdim=True))
+        return e / (e.sum(-1, keepdim=True) + 1e-3)
+
+    base2_trace = _trace(lambda q, k, v, w_v: exp2_softmax(torch.tanh(q.unsqueeze(2) + k.unsqueeze(1)) @ w_v) @ v,
+                         q, k, v, w_v)
+    base2 = align(ref, base2_trace)
+    assert base2 is not None and (base2.inserted is None or "1.44" not in base2_trace.ops[base2.inserted[1]])
+
+
 def test_a_malformed_trace_from_a_worker_is_refused():
     good = {"prints": torch.zeros(1, 27, dtype=torch.float64), "metas": torch.zeros(1, 8, dtype=torch.int64),
             "ops": ["aten.mm()"], "parents": [[-1]]}
@@ -191,7 +231,7 @@ def test_a_finding_past_a_crash_names_only_sizes_the_statement_names(tmp_path):
     the sizes it knows, never "Tq = Tk" (helper 24 found that line)."""
     import re
 
-    from attnkit.diagnose.reprobe import documented
+    from attnkit.model.roles import documented_dims as documented
     from attnkit.problems import get
 
     source = (Path(__file__).parent / "unseen" / "paged_attention__block_slot_swapped.py").read_text()

@@ -10,6 +10,7 @@ starts there, and that comes first.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -217,25 +218,65 @@ def _result(ref, got, dist, strict, loose, keep, at, rounding, given=None) -> Al
 
 
 def _inserted(ref, got, dist, tol, sources, strict, made, op) -> tuple[int, int, int] | None:
-    """(p, m, k): the learner's record k applies the departure's operator `op` to its record m, which applies another
-    elementwise operator (as many entries) to its equal of the reference's matched source p (scores -> a division of its own -> the softmax). Only
-    where every input of m is right (equals a matched reference record) and m itself equals none: an operator on right
-    values that the reference never applies, not one fed a wrong tensor besides (a concatenation with a wrong part)."""
+    """(p, m, k): the learner's record m applies an elementwise operator of its own to right values, among them its
+    equal of the reference's matched source p, and k goes on from m (scores -> a division of its own -> the softmax).
+    Only where every input of m is right (equals a matched reference record) and m itself equals none: an operator on
+    right values that the reference never applies, not one fed a wrong tensor besides (a concatenation with a wrong
+    part). Either k applies the departure's operator `op`, or m's values are p's times a constant or shifted by one and
+    nothing the learner computes from m equals a reference record: m is where its computation first departs."""
     hit = (dist <= tol) & torch.tensor(strict, dtype=torch.bool)[:, None]
     right = set(torch.nonzero(hit.any(dim=0)).flatten().tolist())
-    for k in range(len(got.ops)):
-        if _op(got.ops[k]) != op:
+    steps = []  # (m, p): the learner's own elementwise steps on right values
+    for m in made:
+        if _op(got.ops[m]) == op or _op(got.ops[m]) in TRANSPARENT | LAYOUT:  # a concatenation or product of right
+            continue  # parts is an arrangement (the reference may join them otherwise); an elementwise step keeps p's
+        if not all(j in right for j in got.parents[m] if j >= 0) or bool((dist[:, m] <= tol[:, m]).any()):
             continue
-        for m in got.parents[k]:
-            if m < 0 or m not in made or _op(got.ops[m]) == op or _op(got.ops[m]) in TRANSPARENT:
-                continue
-            if not all(j in right for j in got.parents[m] if j >= 0) or bool((dist[:, m] <= tol[:, m]).any()) \
-                    or _op(got.ops[m]) in LAYOUT:  # a concatenation or product of right parts: an arrangement, rather
-                continue  # (the reference may join them otherwise); an elementwise step keeps p's entries
-            p = next((p for p in sorted(sources) if strict[p]
-                      and any(dist[p, j] <= tol[p, j] for j in got.parents[m] if j >= 0)), None)
-            if p is not None and bool(got.prints[m, 0] == ref.prints[p, 0]):
-                return p, m, k
+        p = next((p for p in sorted(sources) if strict[p]
+                  and any(dist[p, j] <= tol[p, j] for j in got.parents[m] if j >= 0)), None)
+        if p is not None and bool(got.prints[m, 0] == ref.prints[p, 0]):
+            steps.append((m, p))
+    for m, p in steps:
+        k = next((k for k in range(m + 1, len(got.ops)) if m in got.parents[k] and _op(got.ops[k]) == op), None)
+        if k is not None:
+            return p, m, k
+    for m, p in steps:
+        consumers = [k for k in range(m + 1, len(got.ops)) if m in got.parents[k]]
+        found = relation(ref.prints[p], got.prints[m])
+        if consumers and found is not None and not _base_change(found) \
+                and not any(j in right for j in _descendants(got, m)):
+            return p, m, consumers[0]
+    return None
+
+
+def _base_change(found: tuple[str, float]) -> bool:
+    """Scores times log2(e) (or ln 2): the exp2 form of a softmax, a step of the learner's own that is right in itself,
+    never named as where a computation departs when something later is wrong."""
+    how, c = found
+    return how == "times" and any(abs(c - x) <= 1e-9 * x for x in (1 / math.log(2), math.log(2)))
+
+
+def _descendants(got: Trace, m: int) -> set[int]:
+    """The learner's records computed from record m, directly or not."""
+    out = {m}
+    for k in range(m + 1, len(got.ops)):
+        if out & set(got.parents[k]):
+            out.add(k)
+    return out - {m}
+
+
+def relation(a: torch.Tensor, b: torch.Tensor) -> tuple[str, float] | None:
+    """("times", c) or ("shifted", c) where fingerprint b is fingerprint a times a constant c > 0 or shifted by c (its
+    extremes, means and order statistics alike), else None."""
+    s = float(scale(a[None])[0])
+    qa, qb = torch.cat([a[5:9], a[10:]]), torch.cat([b[5:9], b[10:]])  # min, max, mean, mean |x|, order statistics
+    if float(a[8]) > 1e-12 * s:
+        c = float(b[8] / a[8])
+        if c > 0 and (qb - c * qa).abs().max() <= 1e-6 * s * max(c, 1):
+            return "times", c
+    shift = float(b[7] - a[7])
+    if (qb[[0, 1, 2]] - qa[[0, 1, 2]] - shift).abs().max() <= 1e-6 * s and (qb[4:] - qa[4:] - shift).abs().max() <= 1e-6 * s:
+        return "shifted", shift
     return None
 
 

@@ -13,7 +13,7 @@ from ..draw.scenarios import Case, base_call, make_mask
 from ..judge.context import decode
 from ..judge.reference import reference
 from ..judge.registry import general_cases, with_hooks
-from ..model.roles import leading_dims
+from ..model.roles import documented_dims
 from ..run.answer import Answer
 from ..run.harness import execute, flat_positions
 from ..run.hooks import for_reference
@@ -30,7 +30,7 @@ def crashed(ctx) -> list:
 
 def cases(problem, ctx) -> list[tuple[str, Case]]:
     """[(the pair made equal, in words; its case)] for the calls the code raised on."""
-    out, named = [], documented(problem)
+    out, named = [], documented_dims(problem)
     for n, case in enumerate(crashed(ctx)[:2]):
         dims = [k for k, v in case.cfg.items() if isinstance(v, int) and not isinstance(v, bool)]
         for a, b in combinations(dims, 2):
@@ -53,14 +53,6 @@ def cases(problem, ctx) -> list[tuple[str, Case]]:
             new.call["hooks"] = {k: v for k, v in (new.call.get("hooks") or {}).items() if k != "measure"}
             out.append((f"{words[0]} = {words[1]}", new))
     return out
-
-
-def documented(problem) -> set[str]:
-    """The dimensions the problem's statement names in its arguments' and results' shapes ("(B, Hq, d)", a cache's
-    "(k, v), each (B, Hkv, P, d)"): the only ones a finding may name (a size the drawing uses inside, as paged
-    attention's Tq, means nothing to the learner)."""
-    docs = [a.doc for m in problem.methods for a in m.args] + [o.doc for m in problem.methods for o in m.returns]
-    return {d for doc in docs for part in (doc, *doc.split("each ")[1:]) for d in leading_dims(part)}
 
 
 def _shown(dim: str, named: set[str]) -> str | None:

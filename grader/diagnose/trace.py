@@ -16,7 +16,7 @@ from ..judge.registry import general_cases
 from ..run.harness import execute
 from ..run.hooks import for_reference
 from ..run.hooks.trace import fingerprint
-from .align import Trace, align, scale
+from .align import Trace, align, relation, scale
 
 LIMIT = 600
 """The most operators one traced call records (a loop over tokens may run many)."""
@@ -220,15 +220,11 @@ def _how(a: torch.Tensor, b: torch.Tensor) -> str:
                 f"{a[3]:.0%}")
     if abs(b[4] - a[4]) > 1e-9:
         return f"exactly 0 in {b[4]:.0%} of its entries, where the reference's is in {a[4]:.0%}"
-    s = float(scale(a[None])[0])
-    qa, qb = torch.cat([a[5:9], a[10:]]), torch.cat([b[5:9], b[10:]])  # min, max, mean, mean |x|, order statistics
-    if float(a[8]) > 1e-12 * s:
-        c = float(b[8] / a[8])
-        if c > 0 and (qb - c * qa).abs().max() <= 1e-6 * s * max(c, 1):
-            return f"its values are the reference's times {c:.6g}{_known(c)}"
-    shift = float(b[7] - a[7])
-    if (qb[[0, 1, 2]] - qa[[0, 1, 2]] - shift).abs().max() <= 1e-6 * s and (qb[4:] - qa[4:] - shift).abs().max() <= 1e-6 * s:
-        return f"its values are the reference's shifted by {shift:.6g}{_known(shift)}"
+    found = relation(a, b)
+    if found is not None:
+        how, c = found
+        return f"its values are the reference's {how} {'by ' if how == 'shifted' else ''}{c:.6g}{_known(c)}"
+    qa, qb = torch.cat([a[5:9], a[10:]]), torch.cat([b[5:9], b[10:]])
     worst = float((qb - qa).abs().max())
     return (f"its values differ by up to {worst:.3g} (the reference's range is [{float(a[5]):.4g}, {float(a[6]):.4g}], "
             f"yours [{float(b[5]):.4g}, {float(b[6]):.4g}])")

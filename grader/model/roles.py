@@ -65,3 +65,11 @@ def leading_dims(doc: str) -> list[str]:
     """The dims a doc's leading parenthesis names, in order: "(..., Tq, dv) float" -> ["...", "Tq", "dv"]."""
     found = re.match(r"\(([^)]*)\)", doc)
     return [d.strip() for d in found.group(1).split(",") if d.strip()] if found else []
+
+
+def documented_dims(problem) -> set[str]:
+    """The dimensions the problem's statement names in its arguments' and results' shapes ("(B, Hq, d)", a cache's
+    "(k, v), each (B, Hkv, P, d)"): the only ones a finding may name (a size the drawing uses inside, as paged
+    attention's Tq, means nothing to the learner)."""
+    docs = [a.doc for m in problem.methods for a in m.args] + [o.doc for m in problem.methods for o in m.returns]
+    return {d for doc in docs for part in (doc, *doc.split("each ")[1:]) for d in leading_dims(part)}

@@ -13,7 +13,7 @@ from ..context import compare_all, valid_mask
 from ..registry import Check, options, register
 from ...draw.scenarios import as_reference
 from .outputs import PartialBlocks, group_base, group_float32
-from . import crash_evidence, parity_evidence, tiled_evidence
+from . import crash_evidence, parity_evidence, scale_evidence, tiled_evidence
 from .parity_symptoms import SYMPTOMS
 
 
@@ -56,7 +56,7 @@ def check_oracle(ctx):
 register(Check("parity_float64", "same values as the reference, float64", {"base": group_base},
                check_parity("base", "float64"), general=True, options=PartialBlocks, symptoms=SYMPTOMS,
                evidence=lambda p, ctx: (crash_evidence.evidence(p, ctx) + parity_evidence.evidence(p, ctx)
-                                        + tiled_evidence.evidence(p, ctx)), concepts=(("shapes and heads", has_heads),)))
+                                        + tiled_evidence.evidence(p, ctx) + scale_evidence.evidence(p, ctx)), concepts=(("shapes and heads", has_heads),)))
 register(Check("parity_float32", "same values as the reference, float32", {"f32": group_float32},
                check_parity("f32", "float32"), concepts=(("numerical stability", None),)))
 @dataclass(frozen=True)
