@@ -76,7 +76,8 @@ def test_no_network(tmp_path, spare_sandboxes):
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_other_processes_cannot_be_killed(tmp_path, sandbox, spare_sandboxes):
     """A process of the host (started here, as the grader's user) survives a submission that signals it and
-    every process it can see."""
+    every process it can see: its sibling workers (the same user in bubblewrap) too, whose problem is graded as
+    usual, and its own workers' server (run/syscalls.py: signals to itself only)."""
     victim = subprocess.Popen(["sleep", "300"])
     code = ("import os, signal\nhits = []\n"
             f"for pid in [{victim.pid}] + [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n"
@@ -84,27 +85,44 @@ def test_other_processes_cannot_be_killed(tmp_path, sandbox, spare_sandboxes):
             "            hits.append(pid)\n        except OSError:\n            pass\n"
             "raise RuntimeError(f'KILLED {hits}')\n")
     try:
-        text = _attack(tmp_path, code, sandbox, beside=False)
+        text = _attack(tmp_path, code, sandbox)
         assert victim.poll() is None, "the submission killed a process of the host"
     finally:
         victim.kill()
         victim.wait()
-    assert "KILLED" in text, text[:1500]
+    assert "KILLED []" in text, text[:1500]
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_workers_cannot_open_a_socket(tmp_path, sandbox, spare_sandboxes):
+    """No worker opens a socket of any family: one problem's worker cannot serve another's (its answers computed
+    with a banned call, or in its memory) over loopback, a Unix socket in a shared folder, or the host's network."""
+    code = ("import socket\nopened = []\n"
+            "for family, kind in ((socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_DGRAM),\n"
+            "                     (socket.AF_UNIX, socket.SOCK_STREAM), (socket.AF_NETLINK, socket.SOCK_RAW)):\n"
+            "    try:\n        socket.socket(family, kind).close()\n        opened.append(int(family))\n"
+            "    except OSError:\n        pass\n"
+            "raise RuntimeError(f'OPENED {opened}')\n")
+    assert "OPENED []" in _attack(tmp_path, code, sandbox)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="without root, and without bubblewrap, /tmp is shared")
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_tmp_is_private(tmp_path, sandbox, spare_sandboxes):
-    """What a submission writes in /tmp is its own: nothing appears in the host's /tmp."""
+    """What a submission writes in /tmp, or any folder every user may write (/var/tmp, /dev/shm, /run/lock), is its
+    own: nothing appears in the host's."""
     from attnkit.run import sandbox as process_sandbox
 
     if not sandbox and any(process_sandbox.under(p, "/tmp") for p in process_sandbox._needed()):
         pytest.skip("the interpreter lives under /tmp: the process sandbox must keep /tmp shared (docs/security.md's table)")
-    name = f"/tmp/attnkit-escape-{secrets.token_hex(6)}"
-    code = f"open({name!r}, 'w').write('x')\nraise RuntimeError('WROTE')\n"
+    token = secrets.token_hex(6)
+    names = [f"{d}/attnkit-escape-{token}" for d in process_sandbox.SHARED_TMP if os.path.isdir(d)]  # /run/lock too
+    code = (f"for name in {names!r}:\n    try:\n        open(name, 'w').write('x')\n"
+            "    except OSError:\n        pass  # a folder the sandbox does not have\n"
+            "raise RuntimeError('WROTE')\n")
     text = _attack(tmp_path, code, sandbox)
     assert "WROTE" in text, text[:1500]
-    assert not os.path.exists(name)
+    assert [n for n in names if os.path.exists(n)] == []
 
 
 @needs_bwrap
@@ -270,3 +288,26 @@ def test_a_sandbox_that_grades_says_nothing_of_its_own(monkeypatch):
     monkeypatch.setattr(jail_process.Jail, "close", close)
     report = grade(SOLUTIONS, ["masked_softmax"], sandbox=True)
     assert report.score == report.max_score and said and said == [""] * len(said), said
+
+
+@needs_bwrap
+def test_pytest_on_someone_else_s_folder_runs_none_of_its_pytest_files(tmp_path):
+    """`pytest --attnkit-untrusted` imports no conftest.py (pytest would run a submission's before any grading, as the
+    grader's user, outside every sandbox): not one in a submission folder under the current one, whose problem is
+    graded as usual, nor one in the current folder when that is the submission's, which is refused with one line."""
+    from conftest import SOLUTIONS
+
+    marker = tmp_path / "conftest-ran"
+    evil = f"open({str(marker)!r}, 'w').write('ran')\n"
+    (tmp_path / "test_alice").mkdir()
+    shutil.copy(SOLUTIONS / "masked_softmax.py", tmp_path / "test_alice" / "masked_softmax.py")
+    (tmp_path / "test_alice" / "conftest.py").write_text(evil)
+    run = lambda *args, cwd: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--attnkit-untrusted",
+         "--attnkit-problems", "masked_softmax", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    below = run("--attnkit-impl", "test_alice", cwd=tmp_path)
+    assert not marker.exists(), below.stdout[-2000:]
+    assert "14/14" in below.stdout, below.stdout[-2000:]
+    here = run("--attnkit-impl", ".", cwd=tmp_path / "test_alice")
+    assert not marker.exists()
+    assert here.returncode != 0 and "read its configuration from the submission" in here.stdout + here.stderr

@@ -67,6 +67,28 @@ def pytest_addoption(parser):
     add_flags(group.addoption, prefix="--attnkit-")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    """Someone else's code (--attnkit-untrusted): pytest imports no conftest.py at all, wherever it looks. A
+    submission's folder may hold one, which pytest would run itself, before any grading, as the grader's user and
+    outside every sandbox (called before the initial conftests load, for plugins installed as this one is)."""
+    if getattr(early_config.known_args_namespace, "attnkit_untrusted", False):
+        early_config.known_args_namespace.noconftest = True
+
+
+def _configured_by(impl, config) -> str | None:
+    """The pytest configuration the submission's folder supplied (its ini file, or a folder of its above the root),
+    which pytest has read before any plugin: None where it supplied none."""
+    try:
+        root = Path(impl).resolve()
+    except OSError:
+        return None
+    for path in (config.inipath, config.rootpath):
+        if path is not None and (Path(path).resolve() == root or root in Path(path).resolve().parents):
+            return str(path)
+    return None
+
+
 def pytest_configure(config):
     o = config.option
     explicit = o.attnkit_impl is not None or o.attnkit_only or o.attnkit_json is not None
@@ -107,6 +129,10 @@ def pytest_configure(config):
     except BadInput as exc:
         raise pytest.UsageError(f"attnkit: {exc}") from None
     config._attnkit_unpacked = unpacked  # a zip's temporary directory lives as long as the session
+    if o.attnkit_untrusted and (given := _configured_by(impl, config)) is not None:
+        raise pytest.UsageError(f"attnkit: pytest read its configuration from the submission ({given}), and ran what it "
+                                "names, before any grading: run pytest from a folder of your own, or grade someone "
+                                "else's code with `attnkit grade --untrusted`")
     only = o.attnkit_only or config.args_source != pytest.Config.ArgsSource.ARGS  # no test paths named: grade only
     if only:
         for name in IDLE_WHEN_GRADING:
@@ -185,13 +211,22 @@ class Grader:
                  chosen=None, jailed: bool = False):
         self.impl, self.json_out, self.seed, self.timeout, self.only = impl, json_out, seed, timeout, only
         self.limits, self.chosen, self.jailed = limits, chosen, jailed
+        self.root = Path(impl).resolve()
         self.selected: list[str] = []
         self.shown: dict[str, set[str]] = {}  # the checks each selected problem shows (after -k and -m)
         self.report = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_ignore_collect(self, collection_path, config):
-        return True if self.only else None
+        """Nothing of the submission is collected as tests (its conftest.py and test files are the learner's code, run
+        only in the workers' sandbox); grading only: nothing at all."""
+        if self.only:
+            return True
+        try:
+            inside = Path(collection_path).resolve() == self.root or self.root in Path(collection_path).resolve().parents
+        except OSError:
+            inside = False
+        return True if inside else None
 
     @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection sees the items
     def pytest_collection_modifyitems(self, session, config, items):

@@ -28,7 +28,7 @@ from .sandbox import SUBMISSION, under, hidden_paths
 
 WORKER_MODULES = ("__init__", "extensions", "run/__init__", "run/collector", "run/harness", "run/heap", "run/intercept", "run/jail_server",
                   "run/no_autograd", "run/kernels", "run/kernel_launch", "run/kernel_watch", "run/kernel_compile",
-                  "run/limits", "run/loader", "run/sandbox", "run/wire", "run/worker", "run/hooks/__init__")
+                  "run/limits", "run/loader", "run/sandbox", "run/syscalls", "run/wire", "run/worker", "run/hooks/__init__")
 """All a worker imports, bound one by one; and every worker hook (run/hooks/*.py, `worker_modules()`)."""
 PACKAGE = __name__.split(".")[0]
 CODE_DIR = "/attnkit-worker"  # where the worker modules appear inside

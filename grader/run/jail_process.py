@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from ..files import remove_tree
 from .inbox import Malformed, json_line
 from .jail import Sandbox, command, python
-from .sandbox import UID_BASE, chown_tree, copy_submission, kill_all, scratch_dir
+from .sandbox import UID_BASE, copy_submission, jail_worker_uids, kill_all, readable_tree, scratch_dir
 
 _spare: "Jail | None" = None
 _repeat = False
@@ -36,8 +36,10 @@ class Jail:
     """One bwrap running `jail_server`, waiting for the submission it will grade."""
 
     def __init__(self):
-        self.scratch, self.exits, self.refused = scratch_dir(), {}, None
-        self.uid, self.conns, self.logs = None, [], []
+        self.outer, self.exits, self.refused = scratch_dir(), {}, None  # private to the grader's user on the host;
+        self.scratch = os.path.join(self.outer, "copy")  # the copy inside it, readable by the workers' own uids
+        os.mkdir(self.scratch, 0o755)
+        self.uid, self.worker_uids, self.conns, self.logs = None, [], [], []
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.errors = tempfile.TemporaryFile()  # bwrap's own complaints, for the grader's error message
         argv = command(self.scratch) + python(f"from {__package__}.jail_server import main; main({theirs.fileno()})")
@@ -59,8 +61,8 @@ class Jail:
             return
         self.box.started()
         self.uid = UID_BASE + self.proc.pid if os.geteuid() == 0 else None  # chosen here, never said from inside
-        if self.uid is not None:
-            chown_tree(self.scratch, self.uid)  # the copy now belongs to that uid alone
+        if self.uid is not None:  # the copy stays root's, readable by every worker's uid and written by none
+            readable_tree(self.scratch)
         theirs = []
         for module, *_ in targets:
             mine, child = socket.socketpair()
@@ -68,7 +70,9 @@ class Jail:
             self.logs.append(log)
             self.conns.append(Connection(mine.detach()))
             theirs += [child.detach(), fd]
-        go = {"uid": self.uid, "limits": dataclasses.asdict(limits), "workers": [list(t) for t in targets]}
+        self.worker_uids = jail_worker_uids(self.uid, len(targets)) if self.uid is not None else []
+        go = {"uid": self.uid, "worker_uids": self.worker_uids, "limits": dataclasses.asdict(limits),
+              "workers": [list(t) for t in targets]}
         try:
             socket.send_fds(self.control, [json.dumps(go).encode()], theirs)
         except OSError:
@@ -131,7 +135,8 @@ class Jail:
         """Kill the namespace (its first process: the kernel kills every process left in it), then, as root,
         anything still running under the sandbox's uid."""
         self.box.kill()
-        kill_all(self.uid, None)
+        for uid in [self.uid, *self.worker_uids]:
+            kill_all(uid, None)
 
     def close(self) -> None:
         self.kill()
@@ -142,7 +147,7 @@ class Jail:
                 os.unlink(log)
             except OSError:
                 pass
-        remove_tree(self.scratch)
+        remove_tree(self.outer)
 
 
 class JailedProcess:

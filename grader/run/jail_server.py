@@ -3,9 +3,10 @@
 Started by `jail_process.Jail` (possibly before the submission is known: a warm spare). The parent
 then sends one message on the control socket (SOCK_SEQPACKET): JSON {"uid": U or None, "limits": {...},
 "workers": [[module, symbol], ...]} with, per worker, its socket and its log file as passed
-descriptors. The server takes uid U (chosen by the parent, as root) before any worker exists, then
-reports {"exit": i, "code": c} per worker and obeys {"kill": i}. Nothing here is trusted by the
-parent beyond its own submission: a worker could take this process over.
+descriptors. Started as root, the server stays root and each worker takes the uid the parent chose for it
+("worker_uids"), with a /tmp of its own and the submission read-only, before any learner code runs
+(sandbox.enter_jailed); without root, the workers share the server's user. It reports {"exit": i, "code": c} per
+worker and obeys {"kill": i}. Nothing here is trusted by the parent beyond its own submission.
 """
 from __future__ import annotations
 
@@ -37,11 +38,9 @@ def main(control_fd: int) -> None:
         go = json.loads(data)
     except (OSError, ValueError):
         return
-    if go["uid"] is not None:
-        os.setgroups([])
-        os.setgid(go["uid"])
-        os.setuid(go["uid"])
-        sandbox.dumpable()
+    uids = go.get("worker_uids") or [None] * len(go["workers"])
+    if go["uid"] is not None and not all(type(u) is int for u in uids):  # started as root: each worker takes a uid
+        return  # of its own (sandbox._apart); none given is no sandbox to run in
     sandbox.no_new_privileges()
     limits = sandbox.Limits(**go["limits"])
     children = {}
@@ -54,7 +53,7 @@ def main(control_fd: int) -> None:
                 control.close()
                 for other in fds[2 * i + 2:]:  # later workers' ends (earlier ones are closed already)
                     os.close(other)
-                enter = lambda: sandbox.enter_jailed(sandbox.SUBMISSION, limits)  # noqa: E731
+                enter = lambda: sandbox.enter_jailed(sandbox.SUBMISSION, limits, uids[i])  # noqa: E731
                 worker.serve(Connection(fd), log_fd, module, symbol, enter, tuple(preload[0]) if preload else ())
             except BaseException:  # noqa: BLE001 - the worker reports its own failures; this is the last word
                 code = 1

@@ -8,7 +8,7 @@ reference counts, and copy nearly every page it inherited (a third of a second o
 from .collector import pause, settle
 
 pause()  # no collection during torch's import (run/collector.py)
-from . import harness, heap, intercept, no_autograd, worker  # noqa: E402,F401 - loaded for the workers
+from . import harness, heap, intercept, no_autograd, sandbox, worker  # noqa: E402,F401 - loaded for the workers
 
 intercept.index_functions()  # a worker's bans then search one string (run/intercept.py)
 settle()

@@ -21,17 +21,20 @@ import os
 import resource
 import signal
 import stat
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+from . import syscalls
 from .limits import Limits  # noqa: F401 - a leaf of their own (the pytest plugin reads them early)
 
 CLONE_NEWNS, MS_RDONLY, MS_REC, MS_PRIVATE, PR_SET_NO_NEW_PRIVS = 0x00020000, 1, 16384, 1 << 18, 38
 PR_SET_DUMPABLE, MS_BIND, MS_REMOUNT = 4, 4096, 32
 SUBMISSION = "/tmp/attnkit-submission"
 UID_BASE = 200000  # worker uid = UID_BASE + its pid: unique among live processes
-SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
+"""The folders every user may write on a usual system (lock files: /run/lock): each worker gets empty private ones."""
 
 
 def hidden_paths() -> list[str]:
@@ -104,12 +107,56 @@ def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> t
     return str(work), uid
 
 
-def enter_jailed(work: str, limits: Limits) -> tuple[str, None]:
-    """Inside bubblewrap (jail.py), which has done the isolation: a session of its own, the limits."""
+def enter_jailed(work: str, limits: Limits, uid: int | None = None) -> tuple[str, int | None]:
+    """Inside bubblewrap (jail.py), which has done the isolation from the host: a session of its own, the limits.
+    `uid` (the sandbox started as root): apart from the submission's other workers too (_apart)."""
     os.setsid()
+    scratch = _apart(work, uid) if uid is not None else None
     no_new_privileges()
-    _settle(Path(work), limits)
-    return work, None
+    _settle(Path(work), limits, scratch)
+    return work, uid
+
+
+JAIL_UID_BASE, JAIL_WORKERS = 300_000_000, 64
+"""Jailed workers' uids (jail_worker_uids): above every worker_uid (UID_BASE + a pid below 2^22), JAIL_WORKERS per
+sandbox."""
+
+
+def jail_worker_uids(sandbox_uid: int, n: int) -> list[int]:
+    """The uids of a root-started sandbox's n workers, from its own (UID_BASE + its pid): one each, shared with no other
+    worker of any sandbox or process sandbox on the host."""
+    if n > JAIL_WORKERS:
+        raise ValueError(f"more than {JAIL_WORKERS} workers in one sandbox")
+    return [JAIL_UID_BASE + (sandbox_uid - UID_BASE) * JAIL_WORKERS + i for i in range(n)]
+
+
+def _apart(work: str, uid: int) -> Path:
+    """A jailed worker, still root in its sandbox, set apart from the submission's other workers before any learner
+    code runs: a /tmp and /dev/shm of its own (empty, private), the submission copy read-only (no worker rewrites what another
+    imports after the grader read it), and a uid of its own (no sibling reads its memory or its files). Returns its
+    scratch folder (HOME, TMPDIR)."""
+    libc = _libc()
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "making mounts private failed")
+    held = os.open(work, os.O_PATH | os.O_DIRECTORY)  # the copy (in this namespace), reached again under the new /tmp
+    for shared in ("/tmp", "/dev/shm"):
+        if os.path.isdir(shared) and libc.mount(b"tmpfs", shared.encode(), b"tmpfs", 0, b"size=64m,mode=1777") != 0:
+            raise OSError(ctypes.get_errno(), f"a private {shared} failed")
+    os.makedirs(work, mode=0o755)
+    if libc.mount(f"/proc/self/fd/{held}".encode(), work.encode(), None, MS_BIND | MS_REC, None) != 0 or \
+            libc.mount(None, work.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None) != 0:
+        raise OSError(ctypes.get_errno(), "binding the submission read-only failed")
+    os.close(held)
+    scratch = Path("/tmp/attnkit-worker")
+    scratch.mkdir(mode=0o700)
+    os.chown(scratch, uid, uid)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    dumpable()
+    return scratch
 
 
 NICE = 5
@@ -118,16 +165,20 @@ and with a dozen workers runnable it would get a dozen's share of the CPU. At 5 
 a CPU held by a busy process of normal priority: far from its time limit."""
 
 
-def _settle(work: Path, limits: Limits) -> None:
+def _settle(work: Path, limits: Limits, scratch: Path | None = None) -> None:
     os.nice(NICE)
     os.environ.clear()
     # Temporary files (the learner's, torch's: inductor's cache directory) go to the private copy, which is removed
-    # when the worker ends, also where /tmp is shared with the grader (an interpreter under /tmp)
-    os.environ.update(PATH="/usr/bin:/bin", HOME=str(work), LANG="C.UTF-8", OMP_NUM_THREADS="1",
-                      PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(work), TORCHINDUCTOR_CACHE_DIR=str(work / ".torchinductor"))
-    tempfile.tempdir = str(work)
+    # when the worker ends, also where /tmp is shared with the grader (an interpreter under /tmp); or to `scratch`
+    # where the copy is read-only (a jailed worker set apart)
+    tmp = scratch or work
+    os.environ.update(PATH="/usr/bin:/bin", HOME=str(tmp), LANG="C.UTF-8", OMP_NUM_THREADS="1",
+                      PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(tmp), TORCHINDUCTOR_CACHE_DIR=str(tmp / ".torchinductor"))
+    tempfile.tempdir = str(tmp)
     _limit(limits)
     os.chdir(work)
+    if sys.platform.startswith("linux"):  # sockets, signals and tracing between workers refused (run/syscalls.py);
+        syscalls.confine()  # raises where it cannot: the worker then runs no learner code (fail closed)
 
 
 def dumpable() -> None:
@@ -152,6 +203,14 @@ def _write(work: Path, files: dict[str, bytes]) -> None:
         (work / name).write_bytes(data)
 
 
+def readable_tree(path: str) -> None:
+    """Folders 0755 and files 0644 under `path` (whatever the umask made them): readable, and writable by the owner
+    alone."""
+    for p in [Path(path), *Path(path).rglob("*")]:
+        if not p.is_symlink():
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+
+
 def chown_tree(path: str, uid: int) -> None:
     for p in [Path(path), *Path(path).rglob("*")]:
         os.chown(p, uid, uid, follow_symlinks=False)
@@ -160,14 +219,23 @@ def chown_tree(path: str, uid: int) -> None:
 MAX_FILES = 1000
 
 
+def compiled(name: str) -> bool:
+    """A file Python would import as code with no source to read: bytecode (.pyc) or an extension module (.so)."""
+    import importlib.machinery as m
+
+    return name.endswith(tuple(m.BYTECODE_SUFFIXES + m.EXTENSION_SUFFIXES))
+
+
 def _read(impl: Path, limits: Limits) -> dict[str, bytes]:
-    """The submission's regular files, sub-packages included ({relative path: bytes}; no links, no caches).
-    Sizes are checked from the directory entries before any byte is read (a sparse 2 GB file is refused
-    unread), and at most MAX_FILES files are taken."""
+    """The submission's regular files, sub-packages included ({relative path: bytes}; no links, no caches, no
+    compiled modules: only code whose source the grader has read runs). Sizes are checked from the directory entries
+    before any byte is read (a sparse 2 GB file is refused unread), and at most MAX_FILES files are taken."""
     out, total, budget = {}, 0, limits.submission_mb << 20
     for root, dirs, files in os.walk(impl, followlinks=False):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not os.path.islink(os.path.join(root, d)))
         for name in sorted(files):
+            if compiled(name):
+                continue
             path = Path(root, name)
             info = path.lstat()
             if not stat.S_ISREG(info.st_mode):

@@ -117,6 +117,19 @@ def _module_file(root: Path, parts: list[str]) -> list[tuple[Path, list[str]]]:
     return out
 
 
+def _compiled(root: Path, parts: list[str]) -> Path | None:
+    """The compiled module (.pyc, .so) importing `parts` would have run, had the sandbox copied it (run/sandbox.py)."""
+    import importlib.machinery as m
+
+    if not parts or not all(p.isidentifier() for p in parts):
+        return None
+    for suffix in m.BYTECODE_SUFFIXES + m.EXTENSION_SUFFIXES:
+        path = root.joinpath(*parts[:-1], parts[-1] + suffix)
+        if path.exists() or path.is_symlink():
+            return path
+    return None
+
+
 def scan_submission(impl, module: str, banned=()) -> Findings:
     """The findings of `<impl>/<module>.py` and of every module of the submission it imports, in order of file and
     line. A missing file gives none (the problem is not started); one the grader cannot read or parse gives one
@@ -143,7 +156,12 @@ def scan_submission(impl, module: str, banned=()) -> Findings:
         findings += found
         for parts in siblings:
             imported.add(".".join(parts))
-            todo += [t for t in _module_file(root, parts) if _shown(os.path.relpath(t[0], root)) not in seen]
+            files = _module_file(root, parts)
+            todo += [t for t in files if _shown(os.path.relpath(t[0], root)) not in seen]
+            if not files and (binary := _compiled(root, parts)) is not None:
+                findings.append(Finding(C.UNREADABLE, _shown(os.path.relpath(binary, root)), 0,
+                                        f"{WORDS[C.UNREADABLE]} (a compiled module without its source: left out of "
+                                        "the submission, since only code whose source the grader reads runs)"))
     return Findings(_unique(findings), imported)
 
 
