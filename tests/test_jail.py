@@ -140,6 +140,31 @@ def test_numpy_problem_cannot_hide_a_torch_import(tmp_path, spare_sandboxes):
     assert check.status == "failed", check.message
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="without root, and without bubblewrap, torch's folder stays readable")
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+@pytest.mark.parametrize("sneaky", [False, True], ids=["plain", "watcher_removed"])
+def test_numpy_problem_cannot_use_torch_when_called(tmp_path, sandbox, sneaky, spare_sandboxes):
+    """torch imported inside the NumPy function (so not at import): the fresh interpreter calls the function once,
+    where torch is absent (its folder empty), and a function its worker gets right but that asks for torch there, or
+    fails there once the import watcher is gone, fails no_torch; the solution passes it."""
+    from conftest import SOLUTIONS
+
+    body = ("import numpy as np\n\n\ndef additive_attention_step(s_prev, h, W_a, U_a, v_a):\n"
+            "    import torch\n"
+            "    s, H, W, U, v = (torch.tensor(np.asarray(x)) for x in (s_prev, h, W_a, U_a, v_a))\n"
+            "    alpha = torch.softmax(torch.tanh(W @ s + H @ U.T) @ v, dim=0)\n"
+            "    return (alpha @ H).numpy(), alpha.numpy()\n")
+    if sneaky:
+        body = ("import sys\nsys.meta_path[:] = [f for f in sys.meta_path if getattr(f, '__name__', '') != 'Watch']\n"
+                + body)
+    for source, passes in ((body, False), ((SOLUTIONS / "numpy_additive_attention.py").read_text(), True)):
+        impl = make_impl(tmp_path / f"impl{passes}", {"numpy_additive_attention.py": source})
+        report = grade(impl, ["numpy_additive_attention"], timeout=20, sandbox=sandbox)
+        checks = {c.id: c for c in report.problems[0].checks}
+        assert checks["parity_float64"].status == "passed"  # right in its worker, where torch is loaded
+        assert checks["no_torch"].status == ("passed" if passes else "failed"), checks["no_torch"].message
+
+
 @needs_bwrap
 def test_everything_the_submission_started_dies_with_the_namespace(tmp_path):
     """Killing the sandbox (no uid to search for, no process group) ends a process that left its session."""

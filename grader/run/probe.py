@@ -23,7 +23,7 @@ import importlib, json, os, sys, types
 import numpy  # noqa: F401 - loaded before the sandbox, whose uid may not read the interpreter's files
 from PACKAGE.run import sandbox
 
-impl, module, limits, hide, scratch, fd, jailed = json.loads(sys.argv[1])
+impl, module, limits, hide, scratch, fd, jailed, symbol, call_args = json.loads(sys.argv[1])
 out = os.fdopen(fd, "w", buffering=1)
 uid = sys.stdin.readline().strip()  # jailed as root: the uid the parent chose for this sandbox
 nonce = sys.stdin.readline().strip()  # known to the parent only; every line to it carries it
@@ -62,11 +62,27 @@ except BaseException as exc:
     tell("error", (type(exc).__name__ + ": " + str(exc))[:300])
     raise SystemExit(0)
 tell("imported")
+if symbol:  # one call, torch absent or watched: a function that needs torch at call time fails or asks here
+    def arg(a):
+        return numpy.asarray(a["array"], dtype=a["dtype"]) if isinstance(a, dict) else a
+
+    tell("calling")  # a torch request said after this line came from the call
+    try:
+        got = getattr(sys.modules["attnkit_submission." + module], symbol)(*[arg(a) for a in call_args])
+        got = list(got) if isinstance(got, (tuple, list)) else [got]
+        said = [{"shape": list(numpy.shape(o)), "data": numpy.asarray(o, dtype="float64").ravel().tolist()} for o in got]
+    except BaseException as exc:
+        tell("call_error", (type(exc).__name__ + ": " + str(exc))[:300])
+        raise SystemExit(0)
+    tell("returned", json.dumps(said))
 """
 
 
-def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float, jailed: bool = False) -> dict:
-    """A worker-style result: {"ok": True, "modules": [...]} or {"ok": False, "error": {...}}.
+def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float, jailed: bool = False,
+                 symbol: str | None = None, args: list | None = None) -> dict:
+    """A worker-style result: {"ok": True, "modules": [...], "called": ...} or {"ok": False, "error": {...}}.
+    `symbol` and `args` (arrays as {"array": nested lists, "dtype": name}): the function is called once after the
+    import, and "called" says what came back ({"outputs": [{"shape", "data"}]}) or what it raised ({"error": text}).
 
     The probe reports on a pipe of its own, each line carrying a nonce it read from stdin before any learner
     code ran (printing a result line proves nothing), and a request for torch is written the moment it is
@@ -76,7 +92,8 @@ def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float, 
     nonce = secrets.token_hex(16)
     limits = limits or Limits()
     read_end, write_end = os.pipe()
-    args = json.dumps([impl, module, dataclasses.asdict(limits), hidden_paths(), scratch, write_end, jailed])
+    hide = hidden_paths() + ([_torch_dir()] if symbol and not jailed else [])  # as root: torch's folder empty too
+    args = json.dumps([impl, module, dataclasses.asdict(limits), hide, scratch, write_end, jailed, symbol, args or []])
     here = Path(__file__).resolve().parent.parent  # the package, imported by its folder's name (whatever name
     boot = BOOTSTRAP.replace("PACKAGE", __package__.split(".")[0] if jailed else here.name)  # this process uses)
     if jailed:
@@ -120,13 +137,34 @@ def fresh_import(impl: str, module: str, limits: Limits | None, timeout: float, 
     said = [(kind, detail) for n, kind, detail in lines if n == nonce]
     torch_asked = sorted({detail for kind, detail in said if kind == "torch"})
     if torch_asked:
-        return {"ok": True, "modules": torch_asked}
+        calling = next((i for i, (kind, _) in enumerate(said) if kind == "calling"), len(said))
+        first = next(i for i, (kind, _) in enumerate(said) if kind == "torch")
+        return {"ok": True, "modules": torch_asked, "when": "call" if first > calling else "import"}
     if ("imported", "") in said:
-        return {"ok": True, "modules": []}
+        return {"ok": True, "modules": [], "called": _called(said, symbol, timed_out, timeout)}
     error = next((detail for kind, detail in said if kind == "error"), None)
     why = clean(error or (f"importing {module}.py did not finish within {timeout:g} s" if timed_out
                           else f"the fresh interpreter exited with code {proc.returncode} before reporting"))
     return {"ok": False, "error": {"type": "ImportError", "text": why, "message": why, "value_error": False}}
+
+
+def _called(said: list, symbol: str | None, timed_out: bool, timeout: float) -> dict | None:
+    """What the probe's one call gave: {"outputs": [...]}, {"error": text}, or None where none was asked."""
+    if not symbol:
+        return None
+    for kind, detail in said:
+        if kind == "returned":
+            try:
+                outputs = json.loads(detail)
+            except ValueError:
+                break
+            if isinstance(outputs, list) and all(isinstance(o, dict) and isinstance(o.get("shape"), list)
+                                                 and isinstance(o.get("data"), list) for o in outputs):
+                return {"outputs": outputs}
+            break
+        if kind == "call_error":
+            return {"error": clean(detail)}
+    return {"error": f"the call did not finish within {timeout:g} s" if timed_out else "the call reported nothing"}
 
 
 def _torch_dir() -> str:
