@@ -308,3 +308,45 @@ def test_a_part_of_torch_imported_on_first_call_is_not_the_learners_memory(tmp_p
     report = grade_shared(make_impl(tmp_path / "b", {f"{problem}.py": CHECKPOINTED}), [problem], sandbox=sandbox)
     memory = {c.id: c for c in report.problem(problem).checks}["memory"]
     assert memory.status == "failed" and "already held" in memory.message, memory.message
+
+
+FORKING_HOG = '''import os, time
+import torch
+
+TRIED = []
+
+
+def masked_softmax(scores, valid_lens=None):
+    if TRIED:  # once per worker: the other calls answer at once
+        return torch.softmax(scores, -1)
+    TRIED.append(1)
+    children = []
+    for _ in range(3):  # each below the per-process limit, together far above the worker's
+        pid = os.fork()
+        if pid == 0:
+            block = b"\\x01" * (400 << 20)
+            time.sleep(3)
+            os._exit(0)
+        children.append(pid)
+    codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+    raise RuntimeError(f"CHILDREN ENDED {codes}")
+'''
+
+
+@needs_cgroups
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_worker_s_memory_limit_holds_for_its_processes_together(tmp_path, sandbox):
+    """A worker that forks holds its limit for all its processes together (the kernel's count in its cgroup), where a
+    limit per process (RLIMIT_DATA) lets each child hold as much: three children of 400 MB under a limit of 700 MB do
+    not all live to the end."""
+    import re
+
+    from attnkit.grading import grade
+    from attnkit.run.sandbox import Limits
+
+    impl = make_impl(tmp_path / "impl", {"masked_softmax.py": FORKING_HOG})
+    report = grade(impl, ["masked_softmax"], timeout=40, limits=Limits(memory_mb=700), sandbox=sandbox)
+    text = "\n".join(c.message for c in report.problems[0].checks)
+    ended = re.search(r"CHILDREN ENDED \[([^\]]*)\]", text)
+    assert ended or "more than its memory limit (700 MB, all its processes together)" in text, text[:1500]
+    assert ended is None or ended.group(1) != "0, 0, 0", text[:1500]

@@ -145,13 +145,41 @@ class Window:
 
 
 class Memory:
-    """One worker's groups: `home` from before its first batch, then one per window."""
+    """One worker's groups: `home` from before its first batch, then one per window. `limit`: bytes each group may
+    hold (the worker's memory limit, for all its processes together: a process limit alone lets a worker that forks
+    hold that much per process); the kernel kills the worker's processes past it (`oom_killed` then says so)."""
 
-    def __init__(self):
+    def __init__(self, limit: int | None = None):
         layout = _layout()
         if isinstance(layout, str):
             raise OSError(layout)
-        self.layout, self.groups, self.window = layout, [_make(layout)], None
+        self.layout, self.limit, self.window = layout, limit, None
+        self.groups = [self._limited(_make(layout))]
+
+    def _limited(self, group: str) -> str:
+        """The group with the worker's limit set, swap included where the kernel accounts it (no limit: as it is)."""
+        if self.limit is None:
+            return group
+        files = (("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") if self.layout.peak.startswith("memory.max_")
+                 else ("memory.max", "memory.swap.max"))
+        for name, value in zip(files, (self.limit, self.limit if files[0] == "memory.limit_in_bytes" else 0)):
+            if os.path.exists(f"{group}/{name}"):
+                with open(f"{group}/{name}", "w") as f:
+                    f.write(str(value))
+        return group
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of the worker for going past its limit."""
+        for g in self.groups:
+            for name, key in (("memory.events", "oom_kill"), ("memory.oom_control", "oom_kill")):
+                try:
+                    with open(f"{g}/{name}") as f:
+                        counts = dict(line.split()[:2] for line in f if len(line.split()) >= 2)
+                    if int(counts.get(key, 0)) > 0:
+                        return True
+                except (OSError, ValueError):
+                    continue
+        return False
 
     def place(self, pid: int) -> None:
         """Put the worker in its home group (before it runs any learner code)."""
@@ -159,7 +187,7 @@ class Memory:
 
     def open_window(self) -> None:
         """Move every process of the worker into a fresh group; what it touches from now on is measured alone."""
-        new = _make(self.layout)
+        new = self._limited(_make(self.layout))
         for _ in range(20):  # a process forked meanwhile lands in the old group: move until none is left
             left = [p for g in self.groups for p in _procs(g)]
             if not left:

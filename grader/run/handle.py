@@ -74,7 +74,7 @@ class Worker(Measured):
         with bare_main():
             proc.start()
         child.close()
-        memory = memory_groups()
+        memory = memory_groups(limits.memory_mb)
         if memory is not None and not preload:
             try:
                 memory.place(proc.pid)  # it waits for its first batch, not sent yet: no learner code has run
@@ -218,7 +218,10 @@ class Worker(Measured):
             self._stop(f"the worker process ended before it started (status {code}){self._said()}{self._log_tail()}",
                        Trouble.ERROR)
             return
-        if code is not None and code < 0:
+        if self.memory is not None and self.memory.limit and self.memory.oom_killed():
+            why = (f"was killed by the kernel for holding more than its memory limit ({self.memory.limit >> 20} MB, all "
+                   "its processes together)")
+        elif code is not None and code < 0:
             try:
                 why = f"crashed with {signal.Signals(-code).name}"
             except ValueError:

@@ -38,7 +38,7 @@ class Pool:
                     self.workers[pid] = Worker.refused(self.jail.refused, timeout)
                 else:
                     w = Worker(self.jail.conns[i], JailedProcess(self.jail, i), self.jail.logs[i], timeout)
-                    w.memory, w.locate = memory_groups(), self.jail.host_pid
+                    w.memory, w.locate = memory_groups(limits.memory_mb), self.jail.host_pid
                     self.workers[pid] = w
             return
         ctx, hide = context(), hidden_paths()

@@ -140,15 +140,21 @@ def _apart(work: str, uid: int) -> Path:
         raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
     if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         raise OSError(ctypes.get_errno(), "making mounts private failed")
-    held = os.open(work, os.O_PATH | os.O_DIRECTORY)  # the copy (in this namespace), reached again under the new /tmp
+    # the copy, and the interpreter's folders where they lie under /tmp (a virtual environment in a temporary clone),
+    # held in this namespace and bound again, read-only, under the new /tmp
+    inside = sorted({os.path.realpath(d) for d in _needed() if d and os.path.isdir(d) and under(d, "/tmp")
+                     and not under(d, work)})
+    inside = [work] + [d for d in inside if not any(d != o and under(d, o) for o in inside)]
+    held = {d: os.open(d, os.O_PATH | os.O_DIRECTORY) for d in inside}
     for shared in ("/tmp", "/dev/shm"):
         if os.path.isdir(shared) and libc.mount(b"tmpfs", shared.encode(), b"tmpfs", 0, b"size=64m,mode=1777") != 0:
             raise OSError(ctypes.get_errno(), f"a private {shared} failed")
-    os.makedirs(work, mode=0o755)
-    if libc.mount(f"/proc/self/fd/{held}".encode(), work.encode(), None, MS_BIND | MS_REC, None) != 0 or \
-            libc.mount(None, work.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None) != 0:
-        raise OSError(ctypes.get_errno(), "binding the submission read-only failed")
-    os.close(held)
+    for d, fd in held.items():
+        os.makedirs(d, mode=0o755, exist_ok=True)
+        if libc.mount(f"/proc/self/fd/{fd}".encode(), d.encode(), None, MS_BIND | MS_REC, None) != 0 or \
+                libc.mount(None, d.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None) != 0:
+            raise OSError(ctypes.get_errno(), f"binding {d} read-only failed")
+        os.close(fd)
     scratch = Path("/tmp/attnkit-worker")
     scratch.mkdir(mode=0o700)
     os.chown(scratch, uid, uid)

@@ -9,10 +9,11 @@ from .hooks import outside
 from .wire import dumps
 
 
-def memory_groups() -> "cgroup.Memory | None":
-    """A worker's memory groups, where the grader can make them (else its memory is measured inside: docs)."""
+def memory_groups(limit_mb: int | None = None) -> "cgroup.Memory | None":
+    """A worker's memory groups, where the grader can make them (else its memory is measured inside: docs), limited to
+    `limit_mb` for all the worker's processes together."""
     try:
-        return cgroup.Memory() if cgroup.reason() is None else None
+        return cgroup.Memory(limit_mb << 20 if limit_mb else None) if cgroup.reason() is None else None
     except OSError:
         return None
 
