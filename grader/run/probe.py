@@ -72,7 +72,7 @@ if symbol:  # one call, torch absent or watched: a function that needs torch at 
         got = list(got) if isinstance(got, (tuple, list)) else [got]
         said = [{"shape": list(numpy.shape(o)), "data": numpy.asarray(o, dtype="float64").ravel().tolist()} for o in got]
     except BaseException as exc:
-        tell("call_error", (type(exc).__name__ + ": " + str(exc))[:300])
+        tell("raised", (type(exc).__name__ + ": " + str(exc))[:300])
         raise SystemExit(0)
     tell("returned", json.dumps(said))
 """
@@ -162,7 +162,7 @@ def _called(said: list, symbol: str | None, timed_out: bool, timeout: float) -> 
                                                  and isinstance(o.get("data"), list) for o in outputs):
                 return {"outputs": outputs}
             break
-        if kind == "call_error":
+        if kind == "raised":
             return {"error": clean(detail)}
     return {"error": f"the call did not finish within {timeout:g} s" if timed_out else "the call reported nothing"}
 
