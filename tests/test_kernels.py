@@ -145,6 +145,16 @@ def test_a_kernel_is_compiled_as_a_launch_specialises_it(tmp_path):
     assert _failing(result) == {}, {k: c.message for k, c in _failing(result).items()}
 
 
+@pytest.mark.slow
+def test_an_attribute_named_like_an_interpreter_global_is_no_global_of_the_kernel(tmp_path):
+    """A kernel that transposes with `.T` (tensor descriptors made inside it): Triton's interpreter leaves its own names
+    in the kernel's globals (a `T` among them), so the kernel's fingerprint reads the globals it loads, not every name
+    its code holds; read that way, the kernel that ran is the kernel compiled, and the correct kernel keeps onchip."""
+    source = (Path(__file__).parent / "kernels" / "descriptors_with_dot_T.py").read_text()
+    result = _graded(tmp_path, source, sandbox=_compiling())
+    assert _failing(result) == {}, {k: c.message for k, c in _failing(result).items()}
+
+
 def test_reaching_the_interpreter_fails_the_counted_checks(tmp_path):
     source = SOURCE + "\nimport triton.runtime.interpreter as _it\n_it.interpreter_builder.create_masked_load = None\n"
     failing = _failing(_graded(tmp_path, source, sandbox=_compiling()))

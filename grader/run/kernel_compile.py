@@ -128,7 +128,7 @@ def _describe(name: str, kernel: str, value):
 
 FINGERPRINT = r"""
 def fingerprint(scope):
-    # each jit function of a module's scope: its first line, its source's hash, the simple globals it names
+    # each jit function of a module's scope: its first line, its source's hash, the simple globals it loads
     import hashlib, inspect
     out = {}
     for name, value in list(scope.items()):
@@ -140,7 +140,11 @@ def fingerprint(scope):
         except (OSError, TypeError):
             text = ""
         names = []
-        for g in sorted(set(fn.__code__.co_names)):
+        # the globals the function loads (an attribute's name, as `.T` in `k.T`, is none: the interpreter leaves names
+        # of its own in the kernel's globals, and a name alike there would tell the two apart)
+        import dis
+        loaded = {i.argval for i in dis.get_instructions(fn) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+        for g in sorted(loaded):
             if g not in scope:  # an attribute's name, a builtin; or a module the interpreter adds to the scope as it runs
                 continue
             if type(scope[g]).__name__ != "module":  # the interpreter swaps modules' contents, not what they are
