@@ -140,7 +140,7 @@ def test_a_kernel_is_compiled_as_a_launch_specialises_it(tmp_path):
     compiled as a launch specialises it (16-byte aligned pointers and strides divisible by 16 carry tt.divisibility),
     it takes 165 registers and spills nothing; compiled without those hints it took 255 and spilled, and a correct
     kernel lost the onchip point."""
-    source = (Path(__file__).parent / "kernels" / "fa2_plain_pointers.py").read_text()
+    source = (Path(__file__).parent / "unseen" / "triton_flash_attention__fa2_plain_pointers.py").read_text()
     result = _graded(tmp_path, source, sandbox=_compiling())
     assert _failing(result) == {}, {k: c.message for k, c in _failing(result).items()}
 
@@ -150,7 +150,7 @@ def test_an_attribute_named_like_an_interpreter_global_is_no_global_of_the_kerne
     """A kernel that transposes with `.T` (tensor descriptors made inside it): Triton's interpreter leaves its own names
     in the kernel's globals (a `T` among them), so the kernel's fingerprint reads the globals it loads, not every name
     its code holds; read that way, the kernel that ran is the kernel compiled, and the correct kernel keeps onchip."""
-    source = (Path(__file__).parent / "kernels" / "descriptors_with_dot_T.py").read_text()
+    source = (Path(__file__).parent / "unseen" / "triton_flash_attention__device_descriptors_4.py").read_text()
     result = _graded(tmp_path, source, sandbox=_compiling())
     assert _failing(result) == {}, {k: c.message for k, c in _failing(result).items()}
 

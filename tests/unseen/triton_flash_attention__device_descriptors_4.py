@@ -1,5 +1,6 @@
-# Correct (written from the contract by someone who never saw the grader): tensor descriptors made inside the kernel (tl.make_tensor_descriptor over the (B*H, T, d) view, zero padding
-# for partial tiles, clipped stores), the launcher sets a scratch allocator; causal mask applied only on blocks crossing the diagonal.
+"""BUG: none
+STYLE: tensor descriptors made inside the kernel (tl.make_tensor_descriptor over the (B*H, T, d) view, zero padding for partial tiles, clipped stores), the launcher sets a scratch allocator; causal mask applied only on blocks crossing the diagonal.
+"""
 import math
 
 import torch

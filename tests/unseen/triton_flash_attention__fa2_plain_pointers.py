@@ -1,5 +1,6 @@
-# Correct (written from the contract by someone who never saw the grader): FlashAttention-2 style: one program per (query block, batch*head), natural exp with the scale folded into q once,
-# plain pointer arithmetic over all four strides with explicit row/column masks and a single masked key loop.
+"""BUG: none
+STYLE: FlashAttention-2 style: one program per (query block, batch*head), natural exp with the scale folded into q once, plain pointer arithmetic over all four strides with explicit row/column masks and a single masked key loop.
+"""
 import math
 
 import torch
