@@ -337,3 +337,34 @@ def test_pytest_on_someone_else_s_folder_runs_none_of_its_pytest_files(tmp_path)
     here = run("--attnkit-impl", ".", cwd=tmp_path / "test_alice")
     assert not marker.exists()
     assert here.returncode != 0 and "read its configuration from the submission" in here.stdout + here.stderr
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_compiled_module_without_its_source_never_runs(tmp_path, sandbox, spare_sandboxes):
+    """A sibling shipped as bytecode alone (`_h.pyc`, which the source reading cannot read): it is left out of the copy
+    the workers import, and the reading names it, so the problem that imports it is not graded on code no one read."""
+    import py_compile
+
+    from conftest import SOLUTIONS
+
+    hidden = tmp_path / "hidden.py"
+    hidden.write_text((SOLUTIONS / "masked_softmax.py").read_text())
+    impl = make_impl(tmp_path / "impl", {"masked_softmax.py": "from ._h import masked_softmax  # noqa: F401\n"})
+    py_compile.compile(str(hidden), cfile=str(impl / "_h.pyc"), doraise=True)
+    report = grade(impl, ["masked_softmax"], timeout=20, sandbox=sandbox)
+    result = report.problems[0]
+    assert result.score == 0
+    assert any(u.file == "_h.pyc" and "compiled module without its source" in u.what for u in result.uses), result.uses
+
+
+def test_a_worker_without_its_system_call_filter_runs_no_learner_code(monkeypatch):
+    """Where libseccomp cannot be loaded, confine() raises (and the worker, which calls it before any learner code,
+    says the grader could not sandbox the submission) instead of running unfiltered."""
+    from attnkit.run import syscalls
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the filter is Linux's")
+    monkeypatch.setattr(syscalls, "pyseccomp", None)
+    monkeypatch.setattr(syscalls, "MISSING", OSError("libseccomp.so.2: cannot open shared object file"), raising=False)
+    with pytest.raises(syscalls.Unconfined, match="libseccomp"):
+        syscalls.confine()

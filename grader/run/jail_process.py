@@ -39,7 +39,7 @@ class Jail:
         self.outer, self.exits, self.refused = scratch_dir(), {}, None  # private to the grader's user on the host;
         self.scratch = os.path.join(self.outer, "copy")  # the copy inside it, readable by the workers' own uids
         os.mkdir(self.scratch, 0o755)
-        self.uid, self.worker_uids, self.conns, self.logs = None, [], [], []
+        self.worker_uids, self.conns, self.logs = [], [], []
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.errors = tempfile.TemporaryFile()  # bwrap's own complaints, for the grader's error message
         argv = command(self.scratch) + python(f"from {__package__}.jail_server import main; main({theirs.fileno()})")
@@ -60,8 +60,7 @@ class Jail:
             self.refused = f"the grader could not sandbox this submission ({exc})"
             return
         self.box.started()
-        self.uid = UID_BASE + self.proc.pid if os.geteuid() == 0 else None  # chosen here, never said from inside
-        if self.uid is not None:  # the copy stays root's, readable by every worker's uid and written by none
+        if os.geteuid() == 0:  # the copy stays root's, readable by every worker's uid and written by none
             readable_tree(self.scratch)
         theirs = []
         for module, *_ in targets:
@@ -70,9 +69,9 @@ class Jail:
             self.logs.append(log)
             self.conns.append(Connection(mine.detach()))
             theirs += [child.detach(), fd]
-        self.worker_uids = jail_worker_uids(self.uid, len(targets)) if self.uid is not None else []
-        go = {"uid": self.uid, "worker_uids": self.worker_uids, "limits": dataclasses.asdict(limits),
-              "workers": [list(t) for t in targets]}
+        root = os.geteuid() == 0  # each worker's uid chosen here, from the sandbox's pid, never said from inside
+        self.worker_uids = jail_worker_uids(UID_BASE + self.proc.pid, len(targets)) if root else []
+        go = {"worker_uids": self.worker_uids, "limits": dataclasses.asdict(limits), "workers": [list(t) for t in targets]}
         try:
             socket.send_fds(self.control, [json.dumps(go).encode()], theirs)
         except OSError:
@@ -133,9 +132,9 @@ class Jail:
 
     def kill(self) -> None:
         """Kill the namespace (its first process: the kernel kills every process left in it), then, as root,
-        anything still running under the sandbox's uid."""
+        anything still running under its workers' uids."""
         self.box.kill()
-        for uid in [self.uid, *self.worker_uids]:
+        for uid in self.worker_uids:
             kill_all(uid, None)
 
     def close(self) -> None:

@@ -1,8 +1,8 @@
 """Inside a submission's bubblewrap sandbox: import torch once, fork one worker per problem, report exits.
 
 Started by `jail_process.Jail` (possibly before the submission is known: a warm spare). The parent
-then sends one message on the control socket (SOCK_SEQPACKET): JSON {"uid": U or None, "limits": {...},
-"workers": [[module, symbol], ...]} with, per worker, its socket and its log file as passed
+then sends one message on the control socket (SOCK_SEQPACKET): JSON {"worker_uids": [...] (as root) or [],
+"limits": {...}, "workers": [[module, symbol], ...]} with, per worker, its socket and its log file as passed
 descriptors. Started as root, the server stays root and each worker takes the uid the parent chose for it
 ("worker_uids"), with a /tmp of its own and the submission read-only, before any learner code runs
 (sandbox.enter_jailed); without root, the workers share the server's user. It reports {"exit": i, "code": c} per
@@ -39,8 +39,8 @@ def main(control_fd: int) -> None:
     except (OSError, ValueError):
         return
     uids = go.get("worker_uids") or [None] * len(go["workers"])
-    if go["uid"] is not None and not all(type(u) is int for u in uids):  # started as root: each worker takes a uid
-        return  # of its own (sandbox._apart); none given is no sandbox to run in
+    if os.geteuid() == 0 and not (len(uids) == len(go["workers"]) and all(type(u) is int for u in uids)):
+        return  # started as root: each worker takes a uid of its own (sandbox._apart); none given, none runs
     sandbox.no_new_privileges()
     limits = sandbox.Limits(**go["limits"])
     children = {}

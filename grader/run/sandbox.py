@@ -21,7 +21,6 @@ import os
 import resource
 import signal
 import stat
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -135,16 +134,11 @@ def _apart(work: str, uid: int) -> Path:
     code runs: a /tmp and /dev/shm of its own (empty, private), the submission copy read-only (no worker rewrites what another
     imports after the grader read it), and a uid of its own (no sibling reads its memory or its files). Returns its
     scratch folder (HOME, TMPDIR)."""
-    libc = _libc()
-    if libc.unshare(CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
-    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-        raise OSError(ctypes.get_errno(), "making mounts private failed")
+    libc = _own_mounts()
     # the copy, and the interpreter's folders where they lie under /tmp (a virtual environment in a temporary clone),
     # held in this namespace and bound again, read-only, under the new /tmp
-    inside = sorted({os.path.realpath(d) for d in _needed() if d and os.path.isdir(d) and under(d, "/tmp")
-                     and not under(d, work)})
-    inside = [work] + [d for d in inside if not any(d != o and under(d, o) for o in inside)]
+    inside = [work] + _outermost(d for d in _needed() if d and os.path.isdir(d) and under(d, "/tmp")
+                                 and not under(d, work))
     held = {d: os.open(d, os.O_PATH | os.O_DIRECTORY) for d in inside}
     for shared in ("/tmp", "/dev/shm"):
         if os.path.isdir(shared) and libc.mount(b"tmpfs", shared.encode(), b"tmpfs", 0, b"size=64m,mode=1777") != 0:
@@ -183,8 +177,7 @@ def _settle(work: Path, limits: Limits, scratch: Path | None = None) -> None:
     tempfile.tempdir = str(tmp)
     _limit(limits)
     os.chdir(work)
-    if sys.platform.startswith("linux"):  # sockets, signals and tracing between workers refused (run/syscalls.py);
-        syscalls.confine()  # raises where it cannot: the worker then runs no learner code (fail closed)
+    syscalls.confine()  # sockets, signals and tracing between workers refused; raises where it cannot (fail closed)
 
 
 def dumpable() -> None:
@@ -284,15 +277,28 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _private_mounts(hidden: list[str], scratch, writable: list[str]) -> None:
-    """Shared temporary directories become private and empty, then kit paths empty and read-only
-    (the order matters: a kit inside /tmp is then simply gone)."""
+def _own_mounts():
+    """This process in a mount namespace of its own, its mounts private (none propagates back); returns libc. NoMounts
+    where the process may not (root without the right to mount)."""
     libc = _libc()
     if libc.unshare(CLONE_NEWNS) != 0:
         code = ctypes.get_errno()
         raise (NoMounts if code == errno.EPERM else OSError)(code, "unshare(CLONE_NEWNS) failed")
     if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         raise OSError(ctypes.get_errno(), "making mounts private failed")
+    return libc
+
+
+def _outermost(paths) -> list[str]:
+    """The real paths of `paths`, sorted, without those inside another of them."""
+    dirs = sorted({os.path.realpath(p) for p in paths})
+    return [d for d in dirs if not any(d != o and under(d, o) for o in dirs)]
+
+
+def _private_mounts(hidden: list[str], scratch, writable: list[str]) -> None:
+    """Shared temporary directories become private and empty, then kit paths empty and read-only
+    (the order matters: a kit inside /tmp is then simply gone)."""
+    libc = _own_mounts()
     for paths, flags, options in ((scratch, 0, b"size=64m,mode=1777"), (hidden, MS_RDONLY, b"size=1m,mode=0555")):
         for path in paths:
             if os.path.isdir(path) and libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, options) != 0:
@@ -309,8 +315,7 @@ def _reachable(libc, needed, writable=()) -> None:
     `writable` directories (the worker's scratch directory, in a private TMPDIR) are bound the same way,
     writable."""
     rw = {os.path.realpath(p) for p in writable}
-    dirs = sorted({os.path.realpath(p) for p in [*needed, *writable] if p and os.path.isdir(p)})
-    dirs = [d for d in dirs if not any(d != o and under(d, o) for o in dirs)]  # outermost only
+    dirs = _outermost(p for p in [*needed, *writable] if p and os.path.isdir(p))
     by_ancestor: dict[str, list[str]] = {}
     for d in dirs:
         blocked = _blocked_ancestor(d)

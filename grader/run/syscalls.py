@@ -40,20 +40,14 @@ class Unconfined(RuntimeError):
     code (fail closed)."""
 
 
-def available() -> str | None:
-    """None where a filter can be built here, else why not (in words)."""
-    if not sys.platform.startswith("linux"):
-        return "seccomp is Linux's"
-    if pyseccomp is None:
-        return f"libseccomp cannot be loaded ({MISSING}): install the system's libseccomp2 and the pyseccomp package"
-    return None
-
-
 def confine() -> None:
-    """Load this process's filter (before any learner code runs). Raises Unconfined where it cannot."""
-    why = available()
-    if why is not None:
-        raise Unconfined(why)
+    """Load this process's filter (before any learner code runs): on Linux, where seccomp is; elsewhere nothing (the
+    process sandbox there holds what docs/security.md says). Raises Unconfined where it cannot on Linux."""
+    if not sys.platform.startswith("linux"):
+        return
+    if pyseccomp is None:
+        raise Unconfined(f"libseccomp cannot be loaded ({MISSING}): install the system's libseccomp2 and the pyseccomp "
+                         "package")
     sc = pyseccomp
 
     own = os.getpid()
