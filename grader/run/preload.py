@@ -11,4 +11,5 @@ pause()  # no collection during torch's import (run/collector.py)
 from . import harness, heap, intercept, no_autograd, sandbox, worker  # noqa: E402,F401 - loaded for the workers
 
 intercept.index_functions()  # a worker's bans then search one string (run/intercept.py)
+sandbox.folders()  # the interpreter's folders resolved once, for every process-sandboxed worker (run/sandbox.py)
 settle()
