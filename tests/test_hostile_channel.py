@@ -38,6 +38,10 @@ def _grade(tmp_path, code, timeout=6):
     ("a message of the wrong type", "conn.send_bytes(dumps({'loaded': 5}))\n", "not a result"),
     ("a result for a call never sent", "conn.send_bytes(dumps({'key': 'made/up', 'result': {'ok': True}}))\n",
      "not a result"),
+    ("a second hello, each one sent to start the clock again",
+     "import time\nfor _ in range(15):\n    conn.send_bytes(dumps({'hello': {'cuda': False}}))\n    time.sleep(1)\n",
+     "a second 'hello' message"),
+    ("a second loaded", "conn.send_bytes(dumps({'loaded': None}))\n", "a second 'loaded' message"),
     ("a frame announcing 2 GB", "import os, struct\nos.write(conn.fileno(), struct.pack('!i', 2**31 - 1))\n"
                                "import time\ntime.sleep(600)\n", "not a result|timed out"),
 ])

@@ -368,3 +368,49 @@ def test_a_worker_without_its_system_call_filter_runs_no_learner_code(monkeypatc
     monkeypatch.setattr(syscalls, "MISSING", OSError("libseccomp.so.2: cannot open shared object file"), raising=False)
     with pytest.raises(syscalls.Unconfined, match="libseccomp"):
         syscalls.confine()
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_module_no_import_statement_can_name_never_runs(tmp_path, sandbox, spare_sandboxes):
+    """A sibling whose file name is not an identifier (`my-helper.py`), imported through importlib: the source reading
+    cannot follow the name, so the file is left out of the copy the workers import, and the reading names it."""
+    from conftest import SOLUTIONS
+
+    source = "import importlib\n\n_helper = importlib.import_module('my-helper')\nmasked_softmax = _helper.masked_softmax\n"
+    impl = make_impl(tmp_path / "impl", {"masked_softmax.py": source,
+                                         "my-helper.py": (SOLUTIONS / "masked_softmax.py").read_text()})
+    report = grade(impl, ["masked_softmax"], timeout=20, sandbox=sandbox)
+    result = report.problems[0]
+    assert result.score == 0
+    assert any(u.file == "my-helper.py" and "not a Python identifier" in u.what for u in result.uses), result.uses
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_workers_cannot_start_a_program(tmp_path, sandbox, spare_sandboxes):
+    """A fresh interpreter holds none of the worker's refusals (banned calls, autograd): outside the kernels stage no
+    worker starts a program (run/syscalls.py), not even its own Python, though it may still fork."""
+    code = ("import os, subprocess, sys\nsaid = []\n"
+            "for argv in (['/bin/true'], [sys.executable, '-c', 'pass']):\n"
+            "    try:\n        subprocess.run(argv, check=True)\n        said.append('RAN')\n"
+            "    except (OSError, subprocess.SubprocessError) as exc:\n        said.append(type(exc).__name__)\n"
+            "pid = os.fork()\nif pid == 0:\n    os._exit(7)\n"
+            "said.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+            "raise RuntimeError(f'STARTED {said}')\n")
+    text = _attack(tmp_path, code, sandbox)
+    assert "STARTED ['PermissionError', 'PermissionError', 7]" in text, text[:1500]
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_worker_holds_no_descriptor_but_its_streams_and_its_connection(tmp_path, sandbox, spare_sandboxes):
+    """Every other descriptor a worker inherited points at /dev/null before the learner's code runs: among them the
+    pipe of multiprocessing's resource tracker, a process of the grader's user outside the sandbox, which unlinks the
+    shared memory it is told of and prints what it cannot parse on the grader's terminal."""
+    import stat
+
+    code = ("import os, stat\nheld = []\n"
+            "for fd in sorted(int(n) for n in os.listdir('/proc/self/fd')):\n"
+            "    try:\n        mode = os.fstat(fd).st_mode\n    except OSError:\n        continue\n"
+            "    if fd > 2 and not stat.S_ISCHR(mode):\n        held.append(stat.S_IFMT(mode))\n"
+            "raise RuntimeError(f'HELD {held}')\n")
+    text = _attack(tmp_path, code, sandbox)
+    assert f"HELD [{stat.S_IFSOCK}]" in text, text[:1500]  # the connection to the grader alone

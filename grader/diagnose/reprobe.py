@@ -28,6 +28,17 @@ def crashed(ctx) -> list:
             and not g.ok and g.error is not None and g.error.type != "NotImplementedError"]
 
 
+OUT_OF_MEMORY = ("can't allocate memory", "cannot allocate memory", "out of memory", "not enough memory")
+"""What torch's and NumPy's allocators say when an allocation fails (a MemoryError aside)."""
+
+
+def out_of_memory(error) -> bool:
+    """Whether a call's error (run/answer.Raised) is an allocation that failed: the call asked for more memory than
+    the worker may use."""
+    return error is not None and (error.type == "MemoryError" or
+                                  any(s in (error.message or "").lower() for s in OUT_OF_MEMORY))
+
+
 def cases(problem, ctx) -> list[tuple[str, Case]]:
     """[(the pair made equal, in words; its case)] for the calls the code raised on."""
     out, named = [], documented_dims(problem)
@@ -102,6 +113,10 @@ def finding(problem, ctx, probe) -> list[str]:
     wrong = [c for _, c in ran if not same(c, ctx.got[c.key], ctx.ref[c.key])]
     head = f"Past the calls your code raised on: drawn again with {where}, it runs"
     if not wrong:
+        if all(out_of_memory(ctx.got[c.key].error) for c in crashed(ctx)[:2]):
+            return [head + " and is right there: what fails is the memory the larger calls asked for (read the "
+                    "allocation in the message above), not their shapes. Some intermediate grows faster than the inputs "
+                    "and outputs: compute it in parts, or by a formula that never builds it whole."]
         return [head + " and is right there: what fails is only that it refuses shapes the contract allows."]
     cache = ctx.memo.setdefault((problem.id, ctx.seed), {})
     cases_ = [c for _, c in ran]

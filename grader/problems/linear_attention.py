@@ -133,7 +133,7 @@ def _inputs(cfg, gen):
 
 
 def _oracle(call):
-    """The masked (T, T) parallel form, written here: weights phi(q_i) . phi(k_j) for j <= i, each row divided by its sum"""
+    """the masked (T, T) parallel form, written here: weights phi(q_i) . phi(k_j) for j <= i, each row divided by its sum"""
     q, k, v = call["args"][:3]
     phi = lambda x: torch.where(x > 0, x + 1, x.exp())  # noqa: E731 - elu(x) + 1 written another way
     a = (phi(q) @ phi(k).transpose(-2, -1)).tril()

@@ -153,7 +153,7 @@ def gathered(args):
 
 
 def _oracle(call):
-    """Each sequence gathered token by token into a padded (B, Hkv, L, d) K/V, then F.scaled_dot_product_attention
+    """each sequence gathered token by token into a padded (B, Hkv, L, d) K/V, then F.scaled_dot_product_attention
     with enable_gqa=True and a key-padding mask; a sequence of length 0 gives 0"""
     q, lens = call["args"][0], call["args"][4]
     kv = gathered(call["args"])

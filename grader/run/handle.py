@@ -147,6 +147,10 @@ class Worker(Measured):
             self._died()
 
     def _take(self, msg: dict) -> None:
+        if ("hello" in msg and self.hello is not None) or ("loaded" in msg and self.got_loaded):
+            # said once, by the worker's own code before any learner code runs: a second one is the learner's
+            # code writing on the connection (a hello would start the clock again)
+            raise Malformed(f"a second {next(iter(msg))!r} message")
         if "hello" in msg:
             self.hello = msg["hello"]
             self.deadline = time.monotonic() + self.timeout

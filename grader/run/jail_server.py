@@ -53,7 +53,7 @@ def main(control_fd: int) -> None:
                 control.close()
                 for other in fds[2 * i + 2:]:  # later workers' ends (earlier ones are closed already)
                     os.close(other)
-                enter = lambda: sandbox.enter_jailed(sandbox.SUBMISSION, limits, uids[i])  # noqa: E731
+                enter = lambda **kw: sandbox.enter_jailed(sandbox.SUBMISSION, limits, uids[i], **kw)  # noqa: E731
                 worker.serve(Connection(fd), log_fd, module, symbol, enter, tuple(preload[0]) if preload else ())
             except BaseException:  # noqa: BLE001 - the worker reports its own failures; this is the last word
                 code = 1

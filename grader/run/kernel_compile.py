@@ -317,7 +317,7 @@ def unreachable(jailed: bool, preload=()) -> str | None:
                 code = 1
                 try:
                     os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
-                    work, _ = enter(impl, Limits(), hidden_paths(), scratch)
+                    work, _ = enter(impl, Limits(), hidden_paths(), scratch, programs=True)
                     sys.path.insert(0, work)
                     from .kernels import interpreting, watching
 

@@ -79,10 +79,12 @@ def mounts_allowed() -> bool:
         return False
 
 
-def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> tuple[str, int | None]:
+def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str,
+          programs: bool = False) -> tuple[str, int | None]:
     """Sandbox this process; returns (the submission copy's path, the uid now used or None).
     `scratch_dir` is an empty directory the parent made and removes after the worker ends: the private
-    copy goes there, unless /tmp is private to this worker (then it vanishes with the namespace)."""
+    copy goes there, unless /tmp is private to this worker (then it vanishes with the namespace). `programs`: whether
+    it may still start programs (syscalls.confine)."""
     os.setsid()
     files = _read(Path(impl_dir), limits)
     root = os.geteuid() == 0
@@ -103,17 +105,18 @@ def enter(impl_dir: str, limits: Limits, hide: list[str], scratch_dir: str) -> t
         os.setuid(uid)
         dumpable()
     no_new_privileges()
-    _settle(work, limits)
+    _settle(work, limits, programs=programs)
     return str(work), uid
 
 
-def enter_jailed(work: str, limits: Limits, uid: int | None = None) -> tuple[str, int | None]:
+def enter_jailed(work: str, limits: Limits, uid: int | None = None, programs: bool = False) -> tuple[str, int | None]:
     """Inside bubblewrap (jail.py), which has done the isolation from the host: a session of its own, the limits.
-    `uid` (the sandbox started as root): apart from the submission's other workers too (_apart)."""
+    `uid` (the sandbox started as root): apart from the submission's other workers too (_apart). `programs`: as for
+    enter."""
     os.setsid()
     scratch = _apart(work, uid) if uid is not None else None
     no_new_privileges()
-    _settle(Path(work), limits, scratch)
+    _settle(Path(work), limits, scratch, programs)
     return work, uid
 
 
@@ -166,7 +169,7 @@ and with a dozen workers runnable it would get a dozen's share of the CPU. At 5 
 a CPU held by a busy process of normal priority: far from its time limit."""
 
 
-def _settle(work: Path, limits: Limits, scratch: Path | None = None) -> None:
+def _settle(work: Path, limits: Limits, scratch: Path | None = None, programs: bool = False) -> None:
     os.nice(NICE)
     os.environ.clear()
     # Temporary files (the learner's, torch's: inductor's cache directory) go to the private copy, which is removed
@@ -178,7 +181,7 @@ def _settle(work: Path, limits: Limits, scratch: Path | None = None) -> None:
     tempfile.tempdir = str(tmp)
     _limit(limits)
     os.chdir(work)
-    syscalls.confine()  # sockets, signals and tracing between workers refused; raises where it cannot (fail closed)
+    syscalls.confine(programs)  # sockets, signals, tracing and (mostly) programs refused; raises where it cannot
 
 
 def dumpable() -> None:
@@ -226,17 +229,31 @@ def compiled(name: str) -> bool:
     return name.endswith(tuple(m.BYTECODE_SUFFIXES + m.EXTENSION_SUFFIXES))
 
 
+def unnamed_source(relative: str) -> bool:
+    """A source file (relative to the submission) that no import statement can name, since a folder or its own name is
+    not a Python identifier (`my-helper.py`): only importlib reaches it, under a name the source reading cannot follow
+    (judge/scan/files.py names it instead)."""
+    import importlib.machinery as m
+
+    suffix = next((x for x in m.SOURCE_SUFFIXES if relative.endswith(x)), None)
+    if suffix is None:
+        return False
+    parts = Path(relative[: -len(suffix)]).parts
+    return not all(p.isidentifier() for p in parts)
+
+
 def _read(impl: Path, limits: Limits) -> dict[str, bytes]:
     """The submission's regular files, sub-packages included ({relative path: bytes}; no links, no caches, no
-    compiled modules: only code whose source the grader has read runs). Sizes are checked from the directory entries
+    compiled modules, no source under a name an import cannot write: only code whose source the grader has read runs).
+    Sizes are checked from the directory entries
     before any byte is read (a sparse 2 GB file is refused unread), and at most MAX_FILES files are taken."""
     out, total, budget = {}, 0, limits.submission_mb << 20
     for root, dirs, files in os.walk(impl, followlinks=False):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not os.path.islink(os.path.join(root, d)))
         for name in sorted(files):
-            if compiled(name):
-                continue
             path = Path(root, name)
+            if compiled(name) or unnamed_source(str(path.relative_to(impl))):
+                continue
             info = path.lstat()
             if not stat.S_ISREG(info.st_mode):
                 continue

@@ -13,7 +13,12 @@ its own can lift it (no_new_privileges is set first, as the kernel requires of a
   tkill, pidfd_open, pidfd_send_signal, pidfd_getfd  refused;
   ptrace, process_vm_readv, process_vm_writev     refused;
   System V and POSIX message queues, semaphores and shared memory (shmget, msgget, semget, mq_open and their use)
-                                                  refused: IPC objects another worker could open by key or name.
+                                                  refused: IPC objects another worker could open by key or name;
+  execve, execveat                                refused (`programs` False, every stage but the kernels stage's):
+                                                  a fresh interpreter the worker started would hold none of its
+                                                  refusals (the banned functions, autograd); forked children keep them.
+                                                  The kernels stage's workers compile kernels in a child interpreter
+                                                  (run/kernel_compile.py), so there a program may start.
 
 Refused calls fail with EPERM (EACCES for socket), as a restrictive system would make them fail: the learner's code sees
 an error it can report, never a killed process the grader would have to explain.
@@ -40,9 +45,13 @@ class Unconfined(RuntimeError):
     code (fail closed)."""
 
 
-def confine() -> None:
+PROGRAMS = ("execve", "execveat")
+
+
+def confine(programs: bool = False) -> None:
     """Load this process's filter (before any learner code runs): on Linux, where seccomp is; elsewhere nothing (the
-    process sandbox there holds what docs/security.md says). Raises Unconfined where it cannot on Linux."""
+    process sandbox there holds what docs/security.md says). `programs`: whether the process may still start programs
+    (execve). Raises Unconfined where it cannot on Linux."""
     if not sys.platform.startswith("linux"):
         return
     if pyseccomp is None:
@@ -54,7 +63,7 @@ def confine() -> None:
     try:
         f = sc.SyscallFilter(sc.ALLOW)
         f.add_rule(sc.ERRNO(errno.EACCES), "socket")
-        for name in REFUSED:
+        for name in REFUSED + (() if programs else PROGRAMS):
             _refuse(sc, f, name)
         for name in TO_SELF_ONLY:
             _refuse(sc, f, name, sc.Arg(0, sc.NE, own))

@@ -32,7 +32,9 @@ def serve(conn, log, module: str, symbol: str, enter, preload: tuple = ()) -> No
     try:
         for name in preload:
             importlib.import_module(name)
-        work, _ = enter()
+        # the kernels stage (the one stage that preloads a package, Triton) compiles kernels in a child interpreter
+        work, _ = enter(programs=bool(preload))
+        _cut_off(keep={conn.fileno()})
     except Exception as exc:  # noqa: BLE001 - fail closed: no learner code runs unsandboxed
         conn.send_bytes(dumps({"hello": {"cuda": cuda}}))
         conn.send_bytes(dumps({"loaded": f"the grader could not sandbox this submission ({exc})"}))
@@ -78,6 +80,27 @@ def _run(harness, call, target, impl_dir) -> dict:
     except BaseException as exc:  # noqa: BLE001 - report everything, SystemExit included
         error = {"type": type(exc).__name__, "text": describe_exception(exc, Path(impl_dir)), "message": str(exc)[:500]}
         return {"ok": False, "error": {**error, "value_error": isinstance(exc, ValueError)}}
+
+
+def _cut_off(keep: set[int]) -> None:
+    """Every descriptor the worker inherited beyond its standard streams and `keep` (its connection) pointed at
+    /dev/null before any learner code runs: the forkserver's children inherit the ends of pipes to processes outside
+    the sandbox (multiprocessing's resource tracker, which runs as the grader's user and unlinks the shared memory
+    it is told to, prints what it cannot parse, and holds any line it is sent). Pointed elsewhere rather than closed,
+    so that an object still holding a number closes /dev/null, never a file opened later under that number."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc (macOS): the numbers a process usually has
+        fds = list(range(3, 256))
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in fds:
+        if fd > 2 and fd != null and fd not in keep:
+            try:
+                os.fstat(fd)
+            except OSError:  # not open (the listing's own, closed by now)
+                continue
+            os.dup2(null, fd, inheritable=False)
+    os.close(null)
 
 
 def _redirect_output(log) -> None:

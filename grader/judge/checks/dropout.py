@@ -8,6 +8,7 @@ from ..context import compare_all
 from ..registry import Check, register
 from ...draw.scenarios import as_reference
 from .dropout_solve import affine_map, dropped_weights
+from ...draw.describe import arg_name
 from ...draw.groups import case_key
 from ...draw.scenarios import Case, base_call, generator, make_mask
 
@@ -55,8 +56,13 @@ def check_dropout(ctx):
     for case in ctx.of("dropout"):
         if not case.call["train"]:
             first, second = ctx.outputs(case), ctx.outputs(case, 1)
+            changed = ctx.result(case).changed
             for name, a, b in zip(ctx.problem.outputs, first, second):
-                if not same_values(a, b):
+                if not same_values(a, b) and changed:  # the second call saw other inputs: no evidence on dropout
+                    ctx.fail(case, f"two calls in eval() gave different {name}, and the calls modified their input "
+                             f"`{arg_name(ctx.problem, case.call, changed[0])}` in place, so the second one saw other "
+                             "values: work on a copy first (side_effects says where)")
+                elif not same_values(a, b):
                     ctx.fail(case, f"two calls in eval() gave different {name}: dropout must do nothing in eval() mode "
                              "(use nn.Dropout, or F.dropout(..., training=self.training))", symptom="dropout_in_eval")
             compare_all(ctx, case, first, ctx.expected(case), tol)

@@ -130,6 +130,17 @@ def _compiled(root: Path, parts: list[str]) -> Path | None:
     return None
 
 
+def _unnamed(root: Path, parts: list[str]) -> Path | None:
+    """The source file importing `parts` would have run, where a part is not an identifier (importlib's
+    import_module("my-helper")): the sandbox leaves such files out (run/sandbox.unnamed_source)."""
+    if not parts or all(p.isidentifier() for p in parts) or any(p in ("", ".", "..") or os.sep in p for p in parts):
+        return None
+    for path in (root.joinpath(*parts[:-1], parts[-1] + ".py"), root.joinpath(*parts, "__init__.py")):
+        if path.is_file() and not path.is_symlink():
+            return path
+    return None
+
+
 def scan_submission(impl, module: str, banned=()) -> Findings:
     """The findings of `<impl>/<module>.py` and of every module of the submission it imports, in order of file and
     line. A missing file gives none (the problem is not started); one the grader cannot read or parse gives one
@@ -162,6 +173,11 @@ def scan_submission(impl, module: str, banned=()) -> Findings:
                 findings.append(Finding(C.UNREADABLE, _shown(os.path.relpath(binary, root)), 0,
                                         f"{WORDS[C.UNREADABLE]} (a compiled module without its source: left out of "
                                         "the submission, since only code whose source the grader reads runs)"))
+            if not files and (unnamed := _unnamed(root, parts)) is not None:
+                findings.append(Finding(C.UNREADABLE, _shown(os.path.relpath(unnamed, root)), 0,
+                                        f"{WORDS[C.UNREADABLE]} (a module whose name is not a Python identifier, "
+                                        "imported through importlib: left out of the submission, since only code "
+                                        "the grader can follow runs; rename it)"))
     return Findings(_unique(findings), imported)
 
 

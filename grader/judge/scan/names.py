@@ -76,7 +76,8 @@ DOTTED = (
                    "torch.multiprocessing", "concurrent.futures.ProcessPoolExecutor", "concurrent.futures.process",
                    "pty", "signal.signal", "signal.setitimer", "signal.alarm", "signal.pthread_kill",
                    "signal.raise_signal", "signal.siginterrupt", "resource.setrlimit", "resource.prlimit",
-                   "asyncio.create_subprocess_*")),
+                   "asyncio.create_subprocess_*", "pydoc.pager", "pydoc.pipepager", "pydoc.tempfilepager",
+                   "pydoc.getpager", "webbrowser", "os.startfile")),
     (C.THREADS, ("threading.Thread", "threading.Timer", "threading._start*", "_thread",
                  "concurrent.futures.ThreadPoolExecutor", "concurrent.futures.thread", "asyncio.to_thread")),
     (C.DYNAMIC_CODE, ("pickle", "_pickle", "marshal", "dill", "cloudpickle", "runpy", "code.interact",
@@ -93,7 +94,8 @@ DOTTED = (
                      "os.scandir", "os.walk", "os.stat", "os.lstat", "os.access", "os.readlink", "os.path.exists",
                      "os.path.lexists", "os.path.isfile", "os.path.isdir", "os.path.islink", "os.path.realpath",
                      "os.path.abspath", "os.path.expanduser", "os.path.getsize", "os.path.getmtime", "pathlib", "glob",
-                     "sys.argv", "sys.orig_argv", "sys.executable", "sys.path", "socket", "platform", "getpass",
+                     "sys.argv", "sys.orig_argv", "sys.executable", "sys.prefix", "sys.exec_prefix", "sys.base_prefix",
+                     "sys.base_exec_prefix", "sys.path", "socket", "platform", "getpass",
                      "tempfile")),
 )
 """Dotted names (fnmatch patterns, matched on whole components) and what they are; the longest match wins."""
