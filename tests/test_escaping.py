@@ -157,3 +157,14 @@ def test_terminal_lines_carry_no_escape_sequences(tmp_path):
     head = table(report).splitlines()[0]
     assert "\x1b" not in head and "\x07" not in head and "PASS 100/100" in head
     assert cell("=HYPERLINK(\"http://evil.example\")") == "'=HYPERLINK(\"http://evil.example\")" and cell("alice") == "alice"
+
+
+def test_invisible_characters_are_dropped_from_learner_text():
+    """Bidirectional overrides and marks, zero-width spaces and joiners, the byte order mark and Unicode's tag
+    characters reorder or hide what a reader sees (a name that looks like another's, a comment that hides code):
+    none survives the cleaning every learner text goes through, in one line or many."""
+    from attnkit.run.inbox import clean, one_line
+
+    hidden = ["\u202e", "\u2067", "\u200e", "\u200f", "\u061c", "\u200b", "\u200d", "\u2060", "\ufeff", "\U000e0041"]
+    text = "alice" + "".join(hidden) + "\nbob"
+    assert clean(text) == "alice\nbob" and one_line(text) == "alice bob"

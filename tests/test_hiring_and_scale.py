@@ -163,10 +163,14 @@ def test_batch_grades_everything_resumes_and_survives_bad_submissions(tmp_path):
 
 @needs_bwrap  # students' and candidates' code: these commands refuse to grade without bubblewrap
 def test_batch_never_merges_or_loses_a_submission(tmp_path):
-    """alice/ and alice.zip, `a b/` and a_b/ each keep their own result; a zip with a bad CRC, an unknown
-    compression or a directory/file clash is an error row; the batch goes on."""
+    """alice/ and alice.zip; `a b/`, a_b/ and a folder named as `a b`'s results are named (a_b-<its hash>): each keeps
+    its own result; a zip with a bad CRC, an unknown compression or a directory/file clash is an error row; the batch goes
+    on."""
     subs = tmp_path / "subs"
-    for name in ("alice", "a b", "a_b"):
+    import hashlib
+
+    lookalike = "a_b-" + hashlib.sha256(b"a b").hexdigest()[:10]  # named as the grader names `a b`'s results
+    for name in ("alice", "a b", "a_b", lookalike):
         make_impl(subs / name, {f"{p.id}.py": "raise NotImplementedError\n" for p in all_problems()}, base=None)
     zip_dir(SOLUTIONS, subs / "alice.zip")
     bad_crc = subs / "crc.zip"
@@ -191,10 +195,11 @@ def test_batch_never_merges_or_loses_a_submission(tmp_path):
     r = attnkit("grade-batch", str(subs), "--out", str(out), "--timeout", "5", "--problems", "masked")
     assert r.returncode == 0, r.stderr[-2000:]
     rows = {row["submission"]: row for row in csv.DictReader((out / "grades.csv").open())}
-    assert len(rows) == 7, sorted(rows)
+    assert len(rows) == 8, sorted(rows)
     assert rows["alice.zip"]["total"] == "14" and rows["alice"]["total"] == "0"
     spaced = [n for n in rows if n.startswith("a_b-")]
-    assert len(spaced) == 1 and rows["a_b"]["total"] == "0" and rows[spaced[0]]["total"] == "0"
+    assert len(spaced) == 2 and rows["a_b"]["total"] == "0" and all(rows[n]["total"] == "0" for n in spaced)
+    assert len(list(out.glob("a_b-*.json"))) == 2
     for bad in ("clash.zip", "odd.zip"):
         assert rows[bad]["error"] or rows[bad]["total"] == "0", (bad, rows[bad])
     assert rows["crc.zip"]["error"] or rows["crc.zip"]["total"] != "14"

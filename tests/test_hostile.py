@@ -33,11 +33,13 @@ ATTACKS = {
     "overwrite_grader": (f"open({str(ROOT / 'grader' / 'judge' / 'checks.py')!r}, 'w').write('')\n", "Read-only file system|No such file"),
     "overwrite_solutions": (f"open({str(ROOT / 'solutions' / 'masked_softmax.py')!r}, 'a').write('#')\n",
                             "Read-only file system|No such file"),
-    "background_processes": (
-        "import os, subprocess\n"
-        f"subprocess.Popen(['{MARKER}', '300'], executable='sleep', start_new_session=True)\n"
-        "if os.fork() == 0:\n    os.setsid()\n"
-        f"    os.execvp('sleep', ['{MARKER}', '301'])\n"
+    "background_processes": (  # forked (a worker starts no program), one in a session of its own, named MARKER
+        "import os, time\n"
+        "for own_session in (False, True):\n"
+        "    if os.fork() == 0:\n"
+        "        if own_session:\n            os.setsid()\n"
+        f"        open('/proc/self/comm', 'w').write({MARKER[:15]!r})\n"
+        "        time.sleep(300)\n        os._exit(0)\n"
         "raise RuntimeError('started background processes')\n",
         "started background processes"),
 }
@@ -49,9 +51,10 @@ def survivors() -> list[str]:
         if entry.name.isdigit():
             try:
                 cmd = open(f"/proc/{entry.name}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+                name = open(f"/proc/{entry.name}/comm").read().strip()
             except OSError:
                 continue
-            if MARKER in cmd:
+            if MARKER in cmd or name == MARKER[:15]:  # comm: a forked child's own name (15 characters at most)
                 out.append(cmd)
     return out
 

@@ -62,10 +62,13 @@ def test_a_forged_hello_cannot_name_a_process_to_kill_or_spare(tmp_path):
     worker's own background process dies anyway."""
     marker = f"attnkit-victim-{os.getpid()}"
     victim = subprocess.Popen([marker, "300"], executable="sleep", start_new_session=True)  # marker in argv[0]
+    mine = f"akv{os.getpid() % 100000}"  # a forked child's own name (/proc/<pid>/comm: a worker starts no program)
     code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n    os.setsid()\n"
+        f"    open('/proc/self/comm', 'w').write({mine!r})\n"
+        "    time.sleep(301)\n    os._exit(0)\n"
         f"conn.send_bytes(dumps({{'hello': {{'cuda': False, 'pid': {victim.pid}, 'uid': None}}}}))\n"
-        "import subprocess\n"
-        f"subprocess.Popen(['{marker}-mine', '301'], executable='sleep', start_new_session=True)\n"
         "raise RuntimeError('forged a hello')\n"
     )
     try:
@@ -74,17 +77,17 @@ def test_a_forged_hello_cannot_name_a_process_to_kill_or_spare(tmp_path):
         time.sleep(0.2)
         assert victim.poll() is None, "the grader killed a process the worker named"
         if os.geteuid() == 0:  # without root a new session escapes the process group: documented
-            assert not _running(f"{marker}-mine"), "the worker's own background process survived"
+            assert not _running(mine, "comm"), "the worker's own background process survived"
     finally:
         victim.kill()
         victim.wait()
 
 
-def _running(marker: str) -> bool:
+def _running(marker: str, where: str = "cmdline") -> bool:
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                if marker.encode() in open(f"/proc/{entry.name}/cmdline", "rb").read():
+                if marker.encode() in open(f"/proc/{entry.name}/{where}", "rb").read():
                     return True
             except OSError:
                 continue

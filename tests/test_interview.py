@@ -76,13 +76,27 @@ def test_a_bundle_is_graded_on_its_own_scope_without_flags(tmp_path):
     assert chosen.returncode == 0 and "replace the bundle's" in chosen.stdout  # the command line still decides
     assert [p["id"] for p in json.loads(out.read_text())["problems"]] == ["masked_softmax"]
 
-    # graded on a machine without the record: the manifest's problems, said to be unverified; no variant
-    elsewhere = attnkit("grade", "--impl", str(archive), "--json", str(out),
-                        env={**__import__("os").environ, "ATTNKIT_HOME": str(tmp_path / "elsewhere")})
+    # graded where the record is not (another machine, or an id the candidate made up): the candidate's list of
+    # problems is never used on its own (a failing problem left out would vanish from the maximum, and the clock with
+    # it); with --problems the interviewer's list is graded, and the report says the bundle was not verified
+    env = {**__import__("os").environ, "ATTNKIT_HOME": str(tmp_path / "elsewhere")}
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    (forged / "bundle.json").write_text(json.dumps({**json.loads(recorded), "bundle": "0" * 32,
+                                                     "problems": ["masked_softmax"]}))
+    (forged / "masked_softmax.py").write_text((SOLUTIONS / "masked_softmax.py").read_text())
+    for impl, environ in ((archive, env), (forged, None)):
+        refused = attnkit("grade", "--impl", str(impl), "--json", str(out), env=environ)
+        assert refused.returncode == 2 and "is not used; give --problems" in refused.stderr, refused.stderr[-1500:]
+        assert "Traceback" not in refused.stderr
+    md = tmp_path / "r.md"
+    elsewhere = attnkit("grade", "--impl", str(archive), "--problems", "masked,additive", "--json", str(out),
+                        "--report", str(md), env=env)
     assert elsewhere.returncode == 0 and "whose record is not on this machine" in elsewhere.stdout
-    assert "unverified" in elsewhere.stdout
     report = json.loads(out.read_text())
-    assert [p["id"] for p in report["problems"]] == ["masked_softmax"] and report["seed"] == DEFAULT_SEED
+    assert [p["id"] for p in report["problems"]] == ["masked_softmax", "additive_attention"]
+    assert report["seed"] == DEFAULT_SEED
+    assert "is not recorded on this machine: the problems are those given with --problems" in md.read_text()
 
 
 def test_a_submission_without_a_manifest_is_graded_as_before(tmp_path):

@@ -83,3 +83,28 @@ def test_a_results_folder_leads_to_its_submissions_and_bad_input_is_one_line(tmp
                        (["similarity", str(folder), "--threshold", "2"], "not a share between 0 and 1")):
         bad = attnkit(*args)
         assert bad.returncode == 2 and said in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_code_moved_into_a_helper_module_is_still_compared_and_shown(tmp_path):
+    """A copy whose problem files are one-line imports of helper modules (which the grader runs, so grades): the
+    similarity check compares the helpers' code under each problem, and the interviewer's report shows them."""
+    from attnkit.integrations.similarity import pairs
+    from attnkit.report.interview import sources
+
+    for name in ("alice", "carol"):
+        (tmp_path / "class" / name).mkdir(parents=True)
+    for f in ("masked_softmax.py", "additive_attention.py"):
+        shutil.copy(SOLUTIONS / f, tmp_path / "class" / "alice" / f)
+    carol = tmp_path / "class" / "carol"
+    shutil.copy(SOLUTIONS / "masked_softmax.py", carol / "ms_impl.py")
+    (carol / "aa_impl.py").write_text((SOLUTIONS / "additive_attention.py").read_text()
+                                      .replace("from .masked_softmax import", "from .ms_impl import"))
+    (carol / "masked_softmax.py").write_text("from .ms_impl import masked_softmax  # noqa: F401\n")
+    (carol / "additive_attention.py").write_text("from .aa_impl import AdditiveAttention  # noqa: F401\n")
+    found = pairs(tmp_path / "class")
+    assert [(p["a"], p["b"]) for p in found] == [("alice", "carol")], found
+    shown = sources(carol, ["masked_softmax", "additive_attention"])
+    notes = [note for _, _, note in shown]
+    assert notes == ["masked_softmax.py", "ms_impl.py, imported by masked_softmax.py", "additive_attention.py",
+                     "aa_impl.py, imported by additive_attention.py"], notes
+    assert "def forward" in shown[3][1]

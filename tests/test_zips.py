@@ -191,3 +191,41 @@ def test_a_batch_names_a_bad_zip_quoted_and_its_row_says_why(tmp_path):
     row = grade_one(archive, {})
     assert set(row) == {"error"} and "number 99" in row["error"] and "\x1b" not in row["error"]
     assert row["error"].startswith("'=cmd|calc \\x1b[31m.zip': ")  # quoted: never a spreadsheet formula either
+
+
+def test_an_uploaded_folder_is_never_followed_through_a_link(tmp_path):
+    """An upload (a batch's folder, Gradescope's) whose only content is a link to the kit's solutions, or to another
+    student's folder: the grader, which copies the submission outside every sandbox, never enters it."""
+    from attnkit.errors import BadInput
+    from attnkit.run.submission import open_submission
+    from conftest import SOLUTIONS
+
+    bob = tmp_path / "bob"
+    bob.mkdir()
+    (bob / "masked_softmax.py").write_text((SOLUTIONS / "masked_softmax.py").read_text())
+    for name, target in (("alice", SOLUTIONS), ("carol", bob)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "work").symlink_to(target, target_is_directory=True)
+        with pytest.raises(BadInput, match="none of the problem files"):
+            open_submission(tmp_path / name, label=repr(name))
+    (tmp_path / "dave" / "work").mkdir(parents=True)  # a real folder a level down is still found
+    (tmp_path / "dave" / "work" / "masked_softmax.py").write_text("")
+    assert open_submission(tmp_path / "dave", label="'dave'")[0] == (tmp_path / "dave" / "work").resolve()
+
+
+def test_an_impl_folder_reached_through_a_link_into_the_kit_is_refused(tmp_path):
+    """`--impl repo/submission`, where the candidate's repository makes `submission` a link to the kit's reference
+    solutions: refused in one line (a link to a folder of one's own still works)."""
+    from attnkit.errors import BadInput
+    from attnkit.run.submission import impl_dir
+    from conftest import SOLUTIONS
+
+    (tmp_path / "submission").symlink_to(SOLUTIONS, target_is_directory=True)
+    with pytest.raises(BadInput, match="a link leads from it into the kit's own files"):
+        impl_dir(tmp_path / "submission")
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "masked_softmax.py").write_text("")
+    (tmp_path / "mine").symlink_to(own, target_is_directory=True)
+    assert impl_dir(tmp_path / "mine") == own.resolve()
+    assert impl_dir(SOLUTIONS) == SOLUTIONS.resolve()  # the kit's own solutions, named directly: the maintainers' check

@@ -19,6 +19,11 @@ def scoped(request: GradeRequest, impl):
     scope = scope_of(impl)
     if scope is None:
         return request, None
+    if not scope.verified and request.problems is None:  # the candidate's own list: a problem left out of it, or a
+        from ..errors import BadInput  # clock dropped, would vanish from the grade unseen
+        raise BadInput(f"{one_line(str(request.impl), 200)} names bundle {scope.bundle[:8]}, whose record is not on "
+                       f"this machine ({scope.record}): its problem list comes from the candidate and is not used; "
+                       "give --problems (and --variant) as you exported it, or grade where the bundle was exported")
     print(one_line(describe(scope, str(request.impl)), 2000))
     changes = {}
     if request.problems is None:
@@ -65,4 +70,16 @@ def report_extras(impl, report, scope):
     from ..report.interview import Extras, sources
 
     return Extras(attempts=_attempts(impl, report), code=sources(impl, [p.id for p in report.problems]),
-                  clock=_clock(scope))
+                  clock=_clock(scope), scope=_scope_line(scope))
+
+
+def _scope_line(scope) -> str | None:
+    """What the report says of the bundle's scope: read from the interviewer's record, or not (then the command line
+    chose the problems, and no clock or variant is known)."""
+    if scope is None:
+        return None
+    if scope.verified:
+        return (f"bundle {scope.bundle[:8]}, its problems" + (", variant" if scope.variant else "")
+                + (" and clock" if scope.started else "") + " from the interviewer's record")
+    return (f"bundle {scope.bundle[:8]} is not recorded on this machine: the problems are those given with --problems, "
+            "and no clock or variant of the bundle is known")

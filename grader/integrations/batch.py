@@ -25,14 +25,32 @@ from .listing import submissions
 from .one import grade_one
 
 
+HASHED = re.compile(r"-[0-9a-f]{10}$")
+
+
 def _name(path: Path) -> str:
     """A unique, stable result name for a submission: its file name (a zip keeps `.zip`, so `alice/` and
     `alice.zip` stay apart), and, where characters had to be replaced or the name shortened, a hash of the
-    original (so `a b/` and `a_b/` stay apart too)."""
+    original (so `a b/` and `a_b/` stay apart too). A name that already ends as a hashed one does (`a_b-c8687a08aa`,
+    chosen to land on `a b`'s results) is hashed as well: kept names never end that way, hashed ones always do."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", path.name)[:80]
-    if safe == path.name:
+    if safe == path.name and not HASHED.search(safe):
         return safe
     return f"{safe}-{hashlib.sha256(path.name.encode('utf-8', 'surrogateescape')).hexdigest()[:10]}"
+
+
+def _names(subs) -> dict:
+    """{submission: its result name}, no two alike (a counter after a clash of hashes, which _name makes the only
+    way two could meet): a batch never merges two submissions into one row."""
+    names, taken = {}, set()
+    for p in sorted(subs, key=lambda p: p.name):
+        name, n = _name(p), 1
+        while name.casefold() in taken:  # casefolded: a file system that ignores case would merge them too
+            n += 1
+            name = f"{_name(p)}-{n}"
+        taken.add(name.casefold())
+        names[p] = name
+    return names
 
 
 def run(folder, out, workers: int = 2, force: bool = False, cluster: str | None = None, security=None,
@@ -76,7 +94,7 @@ def pending(folder: Path, out: Path, force: bool) -> tuple[dict, dict, list]:
     except OSError as exc:
         raise BadInput(f"--out {out}: cannot create it ({exc.strerror})") from None
     write_json_dict({"submissions": str(folder.resolve())}, out / "source.json")  # `attnkit similarity OUT` reads it
-    rows, names, todo = {}, {p: _name(p) for p in subs}, []
+    rows, names, todo = {}, _names(subs), []
     for p, name in names.items():
         done = out / f"{name}.json"
         if done.exists() and not force:

@@ -3,8 +3,9 @@ submission.zip) and the interviewer's record of it (kept on the machine that exp
 
 The record decides: its problems, its variant (which the bundle never names: with the public kit a name gives its
 seed) and its start time, taken by the interviewer's clock. The manifest comes back from the candidate and is read as
-hostile data; it only names the record (a random id). Where the record is not on the grading machine, the manifest's
-problems are used and the report says they are the candidate's copy, unverified, and that no clock is known.
+hostile data; it only names the record (a random id). Where the record is not on the grading machine (or the id was
+changed), the manifest's problems are never used alone: `attnkit grade` asks for --problems (fronts/scoped.py), and the
+report says the bundle was not verified and that no clock is known.
 """
 from __future__ import annotations
 

@@ -41,18 +41,27 @@ def _boilerplate(problem) -> list:
 
 
 def read(path: Path) -> dict[str, str]:
-    """The problem files of one submission (directory or .zip), {problem id: text}; missing ones left out."""
+    """Each problem's code in one submission (directory or .zip), {problem id: text}: its file, then every helper
+    module of the submission that importing it runs (code moved out of the problem's file is graded, so compared too;
+    other problems' files are compared under their own problem); missing problems left out."""
+    from ..judge.scan.files import runs_with
+
     try:
         impl, unpacked = open_submission(path, label=shown(path.name))
     except BadInput:
         return {}
     try:
-        files = {}
+        files, problem_files = {}, {f"{p.id}.py" for p in all_problems()}
         for p in all_problems():
             f = impl / f"{p.id}.py"
             if f.is_file() and not f.is_symlink():
-                with open(f, encoding="utf-8", errors="replace") as handle:
-                    files[p.id] = handle.read(MAX_CHARS)
+                helpers = [h for h in runs_with(impl, p.id)[1:] if h not in problem_files]
+                parts = []
+                for name in [f"{p.id}.py", *helpers]:
+                    if (impl / name).is_file() and not (impl / name).is_symlink():
+                        with open(impl / name, encoding="utf-8", errors="replace") as handle:
+                            parts.append(handle.read(MAX_CHARS))
+                files[p.id] = "\n\n".join(parts)[:MAX_CHARS * 4]
         return files
     finally:
         if unpacked:

@@ -31,6 +31,7 @@ class Extras:
     attempts: tuple | None = None
     code: list | None = None
     clock: Clock | None = None
+    scope: str | None = None  # where the graded problems came from (fronts/scoped.py), for a bundle's submission
 
 
 def _kit_version() -> str:
@@ -49,28 +50,43 @@ def _kit_version() -> str:
 
 
 def sources(impl: Path, problem_ids: list[str]) -> list[tuple[str, str | None, str]]:
-    """(problem id, the text of its file or None, a note) for each problem: read as hostile data (no link followed,
-    control characters dropped, at most MAX_FILE characters each and MAX_CODE in all)."""
-    out, left = [], MAX_CODE
+    """(problem id, the text of a file or None, a note) for each problem's file and then each other file of the
+    submission that importing it runs (a helper module: graded as well, so shown as well; a problem's own file is shown
+    under its problem), each once: read as hostile data (no link followed, control characters dropped, at most MAX_FILE
+    characters each and MAX_CODE in all)."""
+    from ..judge.scan.files import runs_with
+
+    out, left, shown_files = [], MAX_CODE, {f"{pid}.py" for pid in problem_ids}
     for pid in problem_ids:
-        path = Path(impl) / f"{pid}.py"
-        if left <= 0:
-            out.append((pid, None, f"not shown: the report holds at most {MAX_CODE:,} characters of code"))
-            continue
-        if path.is_symlink() or (path.exists() and not path.is_file()):
-            out.append((pid, None, "not a plain file: not shown"))
-            continue
-        try:
-            with open(path, "rb") as f:
-                data = f.read(min(MAX_FILE, left) * 4 + 1)
-        except OSError:
-            out.append((pid, None, "no file"))
-            continue
-        text = data.decode("utf-8", "replace")
-        shown = clean(text, min(MAX_FILE, left))
-        left -= min(len(text), MAX_FILE)
-        out.append((pid, shown, f"{pid}.py" + (" (cut)" if len(shown) < len(text) else "")))
+        helpers = [f for f in runs_with(impl, pid)[1:] if f not in shown_files and not _problem_file(f)]
+        shown_files.update(helpers)
+        for name in [f"{pid}.py", *helpers]:
+            text, note = _read(Path(impl) / name, name, left)
+            left -= min(len(text), MAX_FILE) if text is not None else 0
+            out.append((pid, text, note if name == f"{pid}.py" else f"{note}, imported by {pid}.py"))
     return out
+
+
+def _problem_file(name: str) -> bool:
+    from ..problems import ORDER
+
+    return name.endswith(".py") and name[:-3] in ORDER
+
+
+def _read(path: Path, name: str, left: int) -> tuple[str | None, str]:
+    """(the file's text, cleaned and cut, or None; the note shown with it)."""
+    if left <= 0:
+        return None, f"{clean(name, 200)} not shown: the report holds at most {MAX_CODE:,} characters of code"
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return None, "not a plain file: not shown"
+    try:
+        with open(path, "rb") as f:
+            data = f.read(min(MAX_FILE, left) * 4 + 1)
+    except OSError:
+        return None, "no file"
+    text = data.decode("utf-8", "replace")
+    shown = clean(text, min(MAX_FILE, left))
+    return shown, clean(name, 200) + (" (cut)" if len(shown) < len(text) else "")
 
 
 def blocks(report, submission: str, argv: list[str], extras: Extras | None = None) -> list:
@@ -84,6 +100,7 @@ def blocks(report, submission: str, argv: list[str], extras: Extras | None = Non
         seed += [" (variant ", Code(report.variant), ")"]
     out = [Bullets([
         ["Submission: ", Code(submission)],
+        *([["Scope: ", extras.scope]] if extras.scope else []),
         ["Score: ", Strong(f"{report.score:g} / {report.max_score:g}")],
         f"Graded: {now.strftime('%Y-%m-%d %H:%M UTC')} with attnkit {_kit_version()}, Python "
         f"{platform.python_version()}, torch {torch.__version__}, "
@@ -112,8 +129,11 @@ def blocks(report, submission: str, argv: list[str], extras: Extras | None = Non
     if extras.code is not None:
         out += [Heading("The candidate's code", "code"),
                 Para("Each problem's file as it came back (the candidate's text, shown as it is, never run here):")]
-        for pid, text, note in extras.code:
-            out += [Heading([Code(pid), f": {note}"], f"code-{pid}", 3)] + ([Fence(text, "python")] if text else [])
+        count: dict = {}
+        for pid, text, note in extras.code:  # a problem's file, then the helpers it imports: anchors kept apart
+            count[pid] = count.get(pid, 0) + 1
+            anchor = f"code-{pid}" + (f"-{count[pid]}" if count[pid] > 1 else "")
+            out += [Heading([Code(pid), f": {note}"], anchor, 3)] + ([Fence(text, "python")] if text else [])
     argv = argv if "--seed" in argv or "--variant" in argv else [*argv, "--seed", str(report.seed)]
     command = clean(" ".join(shlex.quote(a) for a in ["attnkit", *argv]), 2000)  # the path may be the candidate's name
     return out + [Heading("Reproduce", "reproduce"), Para("The hidden inputs are seeded, so this gives the same result:"),

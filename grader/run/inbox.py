@@ -18,9 +18,12 @@ import struct
 MAX_FRAME = 256 << 20  # bytes: far above any honest result (outputs of a few thousand elements)
 MAX_TEXT = 4000  # characters of learner text kept per string
 # ANSI escape sequences (CSI, OSC with its string up to BEL or ST, other two-character ones), C0 and C1 controls
-# but newline and tab, and the invisible bidirectional overrides that reorder what a terminal or an editor shows
+# but newline and tab, the invisible bidirectional overrides and marks that reorder what a terminal or an editor shows,
+# and the other invisible characters that can make two texts look alike or hide one (zero-width spaces and joiners, the
+# word joiner and invisible operators, the byte order mark, Unicode's tag characters)
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|"
-                      r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+                      r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069"
+                      r"\ufeff\U000e0000-\U000e007f]")
 _SPACES = re.compile(r"\s+")
 
 

@@ -7,7 +7,7 @@ never an exception from zipfile; member and submission names are shown quoted, w
 from __future__ import annotations
 
 import contextlib
-
+import os
 import stat
 import tempfile
 import zipfile
@@ -212,12 +212,33 @@ def _extract(zf: zipfile.ZipFile, m: zipfile.ZipInfo, target: Path, room: int, l
 
 
 def _find_root(dest: Path, archive: Path, label: str) -> Path:
-    """The folder of the zip that holds the problem files: its root or one folder down (or two)."""
-    for depth in range(3):
-        for d in [dest] if depth == 0 else dest.glob("/".join(["*"] * depth)):
-            if d.is_dir() and "__MACOSX" not in d.parts and any((d / f"{pid}.py").is_file() for pid in problems.ids()):
+    """The folder of the zip or upload that holds the problem files: its root or one folder down (or two). Only real
+    folders are entered, never a link: an upload's link (`work -> the kit's solutions`, `-> ../bob`) would have the
+    grader, outside every sandbox, copy what it points at as the submission."""
+    level = [dest]
+    for _ in range(3):
+        for d in level:
+            if "__MACOSX" not in d.parts and any(_regular(d / f"{pid}.py") for pid in problems.ids()):
                 return d
+        level = [Path(e.path) for d in level for e in sorted(_entries(d), key=lambda e: e.name)
+                 if e.is_dir(follow_symlinks=False)]
     raise BadInput(f"{label}: none of the problem files is in it ({', '.join(f'{p}.py' for p in problems.ids())})")
+
+
+def _entries(d: Path) -> list:
+    try:
+        with os.scandir(d) as it:
+            return list(it)
+    except OSError:
+        return []
+
+
+def _regular(path: Path) -> bool:
+    """A regular file itself, not a link to one."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
 
 
 def impl_dir(path) -> Path:
@@ -235,4 +256,16 @@ def _impl_dir(p: Path, where: str) -> Path:
                            f"({', '.join(f'{pid}.py' for pid in problems.ids())})")
     except OSError as exc:
         raise BadInput(f"{where}: cannot be read ({exc.strerror})") from None
-    return p.resolve()
+    real = p.resolve()
+    if real != p.absolute() and _in_kit(real):
+        raise BadInput(f"{where}: a link leads from it into the kit's own files ({one_line(str(real), 200)}); grade the "
+                       "submission's own folder")
+    return real
+
+
+def _in_kit(real: Path) -> bool:
+    """Whether a resolved path is, or lies inside, one of the kit's folders the workers never see (the reference
+    solutions, the grader, its tests, the stored expected values: sandbox.hidden_paths)."""
+    from .sandbox import hidden_paths
+
+    return any(real == Path(k).resolve() or Path(k).resolve() in real.parents for k in hidden_paths())

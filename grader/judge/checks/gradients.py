@@ -8,6 +8,7 @@ from ..context import compare_all, grad_name, returns_arrays, valid_mask
 from ..registry import Check, register
 from ...draw.groups import carried_cases, case_key, each_case, form
 from ...draw.scenarios import Case, base_call, make_mask
+from ...run.harness import flat_positions
 
 
 def group_grad(problem, seed):
@@ -81,7 +82,21 @@ def check_gradients(ctx):
             if problem:
                 masked = (key.startswith("input:") and key[6:].isdigit() and int(key[6:]) in ctx.problem.arg_index("key", "value")
                           and expected.abs().max() > 0 and _at_masked_key(ctx, case, got, expected))
-                ctx.fail(case, problem + ("\nThat position is a masked key: no gradient may flow there." if masked else ""))
+                ctx.fail(case, problem + ("\nThat position is a masked key: no gradient may flow there." if masked else "")
+                         + _from_unused(case, got, expected))
+
+
+def _from_unused(case, got, expected) -> str:
+    """Where a gradient is NaN or inf that should be finite, and the call sent NaN or inf (storage the contract says
+    must not matter, such as paged attention's unused slots): what carries it into the gradient."""
+    if torch.isfinite(got).all() or not torch.isfinite(expected).all():
+        return ""
+    sent = [t for _, t in flat_positions(case.call.get("args", []))]
+    if not any(isinstance(t, torch.Tensor) and t.is_floating_point() and not torch.isfinite(t).all() for t in sent):
+        return ""
+    return ("\nThis call's inputs hold NaN or inf where the contract says they must not matter (unused storage): a "
+            "product masked only after it is taken still carries 0 * NaN = NaN into the backward. Select the values "
+            "you use (torch.where, or indexing) before multiplying.")
 
 
 def _at_masked_key(ctx, case, got, expected) -> bool:

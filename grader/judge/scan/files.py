@@ -149,7 +149,7 @@ def scan_submission(impl, module: str, banned=()) -> Findings:
     first = root / f"{module}.py"
     if not (first.exists() or first.is_symlink()):
         return Findings()
-    todo, seen, findings, imported = [(first, [])], set(), [], set()
+    todo, seen, findings, imported, read = [(first, [])], set(), [], set(), []
     while todo:
         path, package = todo.pop(0)
         rel = _shown(os.path.relpath(path, root))
@@ -160,6 +160,8 @@ def scan_submission(impl, module: str, banned=()) -> Findings:
             findings.append(Finding(C.UNREADABLE, rel, 0, f"{WORDS[C.UNREADABLE]} (more than {MAX_FILES} modules)"))
             break
         data, why = read_source(path, root)
+        if data is not None:
+            read.append(os.path.relpath(path, root))
         found, siblings = _scanned(data, rel, tuple(package), tuple(banned)) if data is not None else (None, why)
         if found is None:
             findings.append(Finding(C.UNREADABLE, rel, _line(siblings), f"{WORDS[C.UNREADABLE]} ({siblings})"))
@@ -178,16 +180,25 @@ def scan_submission(impl, module: str, banned=()) -> Findings:
                                         f"{WORDS[C.UNREADABLE]} (a module whose name is not a Python identifier, "
                                         "imported through importlib: left out of the submission, since only code "
                                         "the grader can follow runs; rename it)"))
-    return Findings(_unique(findings), imported)
+    return Findings(_unique(findings), imported, read)
 
 
 class Findings(list):
-    """A problem's findings (a list, in order), and `imported`: the dotted names of the submission's modules that its
-    own module imports, transitively, whether or not they exist (`from .rope import apply_rope` names "rope")."""
+    """A problem's findings (a list, in order), `imported`: the dotted names of the submission's modules that its
+    own module imports, transitively, whether or not they exist (`from .rope import apply_rope` names "rope"), and
+    `files`: the submission's files that importing it runs, as read (relative paths, its own first)."""
 
-    def __init__(self, findings=(), imported=()):
+    def __init__(self, findings=(), imported=(), files=()):
         super().__init__(findings)
         self.imported = frozenset(imported)
+        self.files = tuple(files)
+
+
+def runs_with(impl, module: str) -> list[str]:
+    """The submission's files that importing `<impl>/<module>.py` runs, its own first (relative paths, as the
+    grader reads them): what a reader of the problem's code (an interviewer's report, the similarity check) must see,
+    since code moved into a helper module is graded as well."""
+    return list(scan_submission(impl, module).files)
 
 
 def may_import(findings, module: str) -> bool:
