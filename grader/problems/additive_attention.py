@@ -8,8 +8,8 @@ from ._common import (
 FEATURES = "torch.tanh(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))"
 RETURN = "return torch.bmm(self.dropout(weights), values), weights"
 MISTAKES = (
-    Mistake("no_tanh", "tanh missing", ((FEATURES, "self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1)"),),
-            explain='Without tanh, w_v . (W_q q + W_k k) splits into a query-only and a key-only term; the query term is the same for every key, so the softmax only sees the keys: the scorer cannot compare q with k.',
+    Mistake("no_tanh", "tanh missing around the summed projections", ((FEATURES, "self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1)"),),
+            explain='Without tanh, w_v . (W_q q + W_k k) splits into a query-only and a key-only term; the query term is the same for every key, so the softmax only sees the keys: the scorer cannot compare q with k. A tanh around one of the two terms alone gives exactly the same weights: it must wrap their sum.',
             hint='Apply torch.tanh to W_q q_i + W_k k_j before w_v.'),
     Mistake("tanh_after_w_v", "tanh applied after w_v instead of before",
             ((FEATURES, "self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1)"),

@@ -32,8 +32,8 @@ MISTAKES = (
             explain="A softmax normalises over all the keys of a query; normalising each chunk on its own gives "
                     "weights that are not those of the full softmax.",
             hint="Collect the raw scores of every chunk (or keep running maxima and sums), then normalise once."),
-    Mistake("no_tanh", "tanh missing", (("torch.tanh(q[b * Tq + i] + k[b * Tk + j])", "(q[b * Tq + i] + k[b * Tk + j])"),),
-            explain="Without tanh the scorer is linear: w_v . (W_q q + W_k k) splits into a query term and a key term.",
+    Mistake("no_tanh", "tanh missing around the summed projections", (("torch.tanh(q[b * Tq + i] + k[b * Tk + j])", "(q[b * Tq + i] + k[b * Tk + j])"),),
+            explain="Without tanh the scorer is linear: w_v . (W_q q + W_k k) splits into a query term and a key term. A tanh around one of the two terms alone gives exactly the same weights: it must wrap their sum.",
             hint="features = torch.tanh(W_q q_i + W_k k_j)."),
     Mistake("lens_ignored", "valid_lens ignored", (("masked_softmax(torch.cat(scores).reshape(B, Tq, Tk), valid_lens)",
                                                    "masked_softmax(torch.cat(scores).reshape(B, Tq, Tk), None)"),),

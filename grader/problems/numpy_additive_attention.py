@@ -14,9 +14,9 @@ MISTAKES = (
             explain="This step is the NumPy warm-up: the module may not import torch, not even unused (an interviewer's "
                     "machine may not have it).",
             hint="Delete every `import torch` and use NumPy only: np.tanh, np.exp, @."),
-    Mistake("no_tanh", "tanh missing", (("np.tanh(W_a @ s_prev + h @ U_a.T)", "(W_a @ s_prev + h @ U_a.T)"),),
+    Mistake("no_tanh", "tanh missing around the summed projections", (("np.tanh(W_a @ s_prev + h @ U_a.T)", "(W_a @ s_prev + h @ U_a.T)"),),
             explain="Without tanh, v_a . (W_a s + U_a h_j) splits into a term that is the same for every j and a "
-                    "linear one: the decoder state no longer changes which encoder step wins.",
+                    "linear one: the decoder state no longer changes which encoder step wins. A tanh around one of the two terms alone gives exactly the same weights: it must wrap their sum.",
             hint="e_j = v_a . tanh(W_a s_prev + U_a h_j)."),
     Mistake("not_normalised", "exp(e) used as the weights without dividing by its sum",
             (("alpha = weights / weights.sum()", "alpha = weights"),),
