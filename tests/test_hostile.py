@@ -52,7 +52,10 @@ def survivors() -> list[str]:
             try:
                 cmd = open(f"/proc/{entry.name}/cmdline", "rb").read().replace(b"\0", b" ").decode()
                 name = open(f"/proc/{entry.name}/comm").read().strip()
-            except OSError:
+                state = open(f"/proc/{entry.name}/stat").read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state in ("Z", "X"):  # killed, not yet reaped by whoever inherited it (a container's init may not)
                 continue
             if MARKER in cmd or name == MARKER[:15]:  # comm: a forked child's own name (15 characters at most)
                 out.append(cmd)

@@ -87,6 +87,8 @@ def _running(marker: str, where: str = "cmdline") -> bool:
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
+                if open(f"/proc/{entry.name}/stat").read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    continue  # killed, not yet reaped by whoever inherited it (a container's init may not)
                 if marker.encode() in open(f"/proc/{entry.name}/{where}", "rb").read():
                     return True
             except OSError:

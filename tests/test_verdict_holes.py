@@ -311,3 +311,73 @@ def test_a_softmax_that_subtracts_the_maximum_only_above_80_fails(tmp_path):
     code = _patched("numpy_additive_attention", "    e = e - e.max()", "    e = e - e.max() if e.max() > 80 else e")
     report = grade(make_impl(tmp_path, {"numpy_additive_attention.py": code}), ["numpy_additive_attention"], sandbox=False)
     assert _check(report, "numpy_additive_attention", "stability").status == "failed"
+
+
+@pytest.mark.parametrize("pid", ["additive_attention", "multihead_attention"])
+def test_dropout_that_keeps_each_weight_with_probability_p_fails(tmp_path, pid):
+    """Dropout written by hand with the comparison the wrong way round (`rand < p` kept): each kept weight is still
+    scaled by 1/(1-p), but 70% of them are zeroed at p = 0.3. The share zeroed over the train() calls says so."""
+    source = (SOLUTIONS / f"{pid}.py").read_text()
+    assert "self.dropout(weights)" in source
+    hand = ("(weights * (torch.rand_like(weights) < self.dropout.p) / (1 - self.dropout.p) "
+            "if self.training and self.dropout.p > 0 else weights)")
+    report = grade(make_impl(tmp_path, {f"{pid}.py": source.replace("self.dropout(weights)", hand)}), [pid],
+                   sandbox=False)
+    dropout = _check(report, pid, "dropout")
+    assert dropout.status == "failed" and "attention weights were zeroed" in dropout.message, dropout.message
+    assert "keeps a weight with probability p" in dropout.message
+    assert report.problem(pid).score == report.problem(pid).max_score - dropout.max_score
+
+
+_KEY_CHUNKS = '''"""Keys taken 2048 at a time, the running maximum never updated after the first chunk."""
+import torch
+
+
+def scaled_dot_product_attention(queries, keys, values, mask=None):
+    d, Tk = queries.shape[-1], keys.shape[-2]
+    m_run = l_run = acc = None
+    parts = []
+    for s in range(0, Tk, 2048):
+        sc = queries @ keys[..., s:s + 2048, :].transpose(-2, -1) / d**0.5
+        mk = None if mask is None else (mask[..., s:s + 2048] if mask.shape[-1] != 1 else mask)
+        if mk is not None:
+            sc = sc.masked_fill(~mk, torch.finfo(sc.dtype).min)
+        if m_run is None:
+            m_run = sc.amax(-1, keepdim=True)
+        p = torch.exp(sc - m_run) * (1 if mk is None else mk)
+        parts.append(p)
+        l_run = p.sum(-1, keepdim=True) if l_run is None else l_run + p.sum(-1, keepdim=True)
+        acc = p @ values[..., s:s + 2048, :] if acc is None else acc + p @ values[..., s:s + 2048, :]
+    denom = torch.where(l_run > 0, l_run, torch.ones_like(l_run))
+    return acc / denom, torch.cat(parts, -1) / denom
+'''
+
+_QUERY_BLOCKS = '''"""Queries taken 128 at a time, each block's offset into the mask lost."""
+import torch
+
+
+def scaled_dot_product_attention(queries, keys, values, mask=None):
+    outs, ws = [], []
+    for s in range(0, queries.shape[-2], 128):
+        q = queries[..., s:s + 128, :]
+        mk = mask[..., :q.shape[-2], :] if mask is not None and mask.dim() >= 2 and mask.shape[-2] != 1 else mask
+        scores = q @ keys.transpose(-2, -1) / q.shape[-1] ** 0.5
+        if mk is None:
+            w = torch.softmax(scores, dim=-1)
+        else:
+            w = torch.softmax(scores.masked_fill(~mk, torch.finfo(scores.dtype).min), dim=-1) * mk
+        outs.append(w @ values)
+        ws.append(w)
+    return torch.cat(outs, -2), torch.cat(ws, -2)
+'''
+
+
+@pytest.mark.parametrize("code", [_KEY_CHUNKS, _QUERY_BLOCKS], ids=["keys_by_2048", "queries_by_128"])
+def test_tiles_wrong_only_past_the_usual_draws_fail_the_stability_check(tmp_path, code):
+    """Tiled code right on every call up to 1031 keys and 67 queries (the long calls), wrong past 2048 keys (a stale
+    running maximum overflows once a later chunk's scores are larger) or past 128 queries (a block's offset lost): the
+    stability check's far (8209 keys) and tall (257 queries) calls catch both."""
+    pid = "scaled_dot_product_attention"
+    report = grade(make_impl(tmp_path, {f"{pid}.py": code}), [pid], sandbox=False)
+    assert _check(report, pid, "stability").status == "failed"
+    assert report.problem(pid).score == report.problem(pid).max_score - _check(report, pid, "stability").max_score

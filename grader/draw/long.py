@@ -20,6 +20,11 @@ FAR = {"B": 1, "H": 2, "Tq": 2, "Tk": 8209}
 sizes its tables by (max_position_embeddings: RoPE's cos and sin, ALiBi's bias)."""
 
 
+TALL = {"B": 1, "H": 2, "Tq": 257, "Tk": 263}
+"""Prime lengths past the query blocks of 64, 128 and 256 that tiled code takes (each block's offset into the mask or
+the causal rule kept, or lost): one batch row, so that the call stays small."""
+
+
 def long_cases(problem, seed: int, group: str, block_args=(), sizes=None, name: str = "long") -> list[Case]:
     """Float64 calls, one per variant, of LONG's sizes with the mask rule's long form (per-query masking, some query
     with no allowed key; a causal flag set), every

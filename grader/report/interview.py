@@ -63,7 +63,9 @@ def sources(impl: Path, problem_ids: list[str]) -> list[tuple[str, str | None, s
         for name in [f"{pid}.py", *helpers]:
             text, note = _read(Path(impl) / name, name, left)
             left -= min(len(text), MAX_FILE) if text is not None else 0
-            out.append((pid, text, note if name == f"{pid}.py" else f"{note}, imported by {pid}.py"))
+            if name != f"{pid}.py":  # a helper: named, and said whose it is
+                note = (note if text is not None else f"{clean(name, 200)}: {note}") + f", imported by {pid}.py"
+            out.append((pid, text, note))
     return out
 
 
@@ -76,7 +78,7 @@ def _problem_file(name: str) -> bool:
 def _read(path: Path, name: str, left: int) -> tuple[str | None, str]:
     """(the file's text, cleaned and cut, or None; the note shown with it)."""
     if left <= 0:
-        return None, f"{clean(name, 200)} not shown: the report holds at most {MAX_CODE:,} characters of code"
+        return None, f"not shown: the report holds at most {MAX_CODE:,} characters of code"
     if path.is_symlink() or (path.exists() and not path.is_file()):
         return None, "not a plain file: not shown"
     try:

@@ -13,15 +13,22 @@ from ...draw.groups import case_key
 from ...draw.scenarios import Case, base_call, generator, make_mask
 
 
-DROPOUT_DIMS = {"B": 2, "Tq": 4, "Tk": 3, "H": 2, "dq": 5, "dk": 4, "dv": 7, "h": 3}
+DROPOUT_DIMS = {"B": 4, "Tq": 8, "Tk": 3, "H": 2, "dq": 5, "dk": 4, "dv": 7, "h": 3}
 """Dims of the dropout calls: each output row (dv = 7, or E = H*dq = 10) has more entries than the
-dropped weights that make it (H*Tk = 6), so the grader can solve the output for them (judge/checks/dropout_solve.py)."""
+dropped weights that make it (H*Tk = 6), so the grader can solve the output for them (judge/checks/dropout_solve.py);
+96 weights a call (and more with heads), so that the share dropout zeroes is measured (RATE_TAIL)."""
 
 
-DROPOUT_P = ((0.3, 7), (0.6, 8))
-"""(p, seed) of the train() calls: two values of p, so that a hard-coded p fails; 48 weights each, so that a
-correct dropout keeps all or drops all of them with probability below 1e-7. A third p is drawn from the run's seed
-(`seeded_p`), so that code that scales right only for these two fails too."""
+DROPOUT_P = ((0.3, 7), (0.3, 17), (0.6, 8), (0.6, 18))
+"""(p, seed) of the train() calls: two values of p, so that a hard-coded p fails; two calls of 96 weights or more each,
+so that a correct dropout keeps all or drops all of them with probability below 1e-7, and that the share it drops
+tells p from 1 - p (RATE_TAIL). A further p is drawn from the run's seed (`seeded_p`), so that code that scales right
+only for these two fails too."""
+
+RATE_TAIL = 1e-7
+"""The binomial tail below which the share of weights a train() call's dropout zeroed is no longer chance: for each
+p, the zeroed weights of all its calls are counted (a correct dropout fails this with probability below RATE_TAIL
+per p; one that keeps each weight with probability p instead of 1 - p, at p = 0.3, fails it with 100 weights)."""
 
 
 def seeded_p(seed, problem) -> float:
@@ -53,6 +60,7 @@ def group_dropout(problem, seed):
 def check_dropout(ctx):
     tol = tolerance("float64")
     counts = {"kept": 0, "dropped": 0}
+    rates: dict = {}  # p -> [kept, dropped, the last case]
     for case in ctx.of("dropout"):
         if not case.call["train"]:
             first, second = ctx.outputs(case), ctx.outputs(case, 1)
@@ -84,13 +92,38 @@ def check_dropout(ctx):
             ctx.fail(case, f"in train() the returned weights must be taken before dropout (they still sum to 1)\n{problem}"
                      + ("" if dropped else _what_differs(w, expected_w)),
                      symptom="weights_after_dropout" if dropped else None)
+        kept, dropped = counts["kept"], counts["dropped"]
         _judge_dropped(ctx, case, out, counts)
+        rate = rates.setdefault(case.meta["p"], [0, 0, case])
+        rate[0], rate[1], rate[2] = rate[0] + counts["kept"] - kept, rate[1] + counts["dropped"] - dropped, case
+    for p, (kept, dropped, case) in rates.items():
+        n = kept + dropped
+        if n and _binomial_tail(n, dropped, p) < RATE_TAIL:
+            ctx.fail(case, f"in train() with dropout={p}, {dropped} of {n} attention weights were zeroed "
+                     f"({dropped / n:.0%}), where dropout zeroes each with probability p = {p:.0%} (and keeps it with "
+                     f"probability 1 - p): a share this far from p comes by chance with probability below "
+                     f"{RATE_TAIL:g}" + (" (the mask keeps a weight with probability p: compare with `rand() >= p`, "
+                                         "or use nn.Dropout)" if abs(dropped / n - (1 - p)) < abs(dropped / n - p) else ""))
     if ctx.of("dropout") and (not counts["kept"] or not counts["dropped"]):
         case = [c for c in ctx.of("dropout") if c.call["train"]][-1]
         what = "every weight was kept" if counts["kept"] else "every weight was dropped"
         ctx.fail(case, f"over {sum(counts.values())} attention weights in train() with dropout=0.3 and 0.6, {what}: "
                  "dropout must zero each weight with probability p (a correct dropout does this by chance with "
                  "probability below 1e-7)")
+
+
+def _binomial_tail(n: int, k: int, p: float) -> float:
+    """Twice the smaller tail of Binomial(n, p) at k (P(X <= k) or P(X >= k)), at most 1: how unlikely k is."""
+    import math
+
+    def pmf(i):
+        if p in (0.0, 1.0):
+            return float(i == (n if p == 1.0 else 0))
+        return math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+                        + i * math.log(p) + (n - i) * math.log1p(-p))
+
+    low, high = sum(pmf(i) for i in range(k + 1)), sum(pmf(i) for i in range(k, n + 1))
+    return min(1.0, 2 * min(low, high))
 
 
 def _ratios(dropped, weights, p: float):

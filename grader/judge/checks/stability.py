@@ -10,7 +10,7 @@ from ..compare import STABILITY
 from ..context import compare_all, returns_arrays, valid_mask
 from ..registry import Check, options, register
 from ...draw.groups import case_key, each_case, form, negative_cases
-from ...draw.long import long_cases
+from ...draw.long import FAR, TALL, long_cases
 from ...draw.scenarios import Case, base_call, cast, make_lens, make_mask
 from ...masks import rule
 from ...model.spec import SCORE_BOUND
@@ -47,8 +47,9 @@ def group_stability(problem, seed):
         cases.append(Case(case_key("stable", vi, ci), "stable", variant, cfg, cast(call, "float32"), lens=form(problem, "query")))
         cases.append(Case(case_key("stable", vi, ci, "float64"), "stable", variant, cfg, cast(call, "float64"),
                           lens=form(problem, "query"), tags=frozenset({"float64"})))  # exp(1e4) overflows float64 too
-    if options(problem, "stability").long:
-        for case in long_cases(problem, seed, "stable"):
+    if options(problem, "stability").long:  # and past the key chunks (FAR: 8209 keys) and query blocks (TALL) of tiled
+        for case in long_cases(problem, seed, "stable") + long_cases(problem, seed, "stable", sizes=FAR, name="far") \
+                + long_cases(problem, seed, "stable", sizes=TALL, name="tall"):  # code, where a stale maximum overflows
             options(problem, "stability").amplify(case.call["args"], case.call["state"], {**case.cfg, **case.variant})
             case.call = cast(case.call, "float32")
             cases.append(case)
