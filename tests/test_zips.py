@@ -229,3 +229,4 @@ def test_an_impl_folder_reached_through_a_link_into_the_kit_is_refused(tmp_path)
     (tmp_path / "mine").symlink_to(own, target_is_directory=True)
     assert impl_dir(tmp_path / "mine") == own.resolve()
     assert impl_dir(SOLUTIONS) == SOLUTIONS.resolve()  # the kit's own solutions, named directly: the maintainers' check
+    assert impl_dir(SOLUTIONS / ".." / SOLUTIONS.name) == SOLUTIONS.resolve()  # `..` is no link

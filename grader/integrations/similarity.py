@@ -44,20 +44,19 @@ def read(path: Path) -> dict[str, str]:
     """Each problem's code in one submission (directory or .zip), {problem id: text}: its file, then every helper
     module of the submission that importing it runs (code moved out of the problem's file is graded, so compared too;
     other problems' files are compared under their own problem); missing problems left out."""
-    from ..judge.scan.files import runs_with
+    from ..judge.scan.files import helpers
 
     try:
         impl, unpacked = open_submission(path, label=shown(path.name))
     except BadInput:
         return {}
     try:
-        files, problem_files = {}, {f"{p.id}.py" for p in all_problems()}
+        files = {}
         for p in all_problems():
             f = impl / f"{p.id}.py"
             if f.is_file() and not f.is_symlink():
-                helpers = [h for h in runs_with(impl, p.id)[1:] if h not in problem_files]
                 parts = []
-                for name in [f"{p.id}.py", *helpers]:
+                for name in [f"{p.id}.py", *helpers(impl, p.id)]:
                     if (impl / name).is_file() and not (impl / name).is_symlink():
                         with open(impl / name, encoding="utf-8", errors="replace") as handle:
                             parts.append(handle.read(MAX_CHARS))

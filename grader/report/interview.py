@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import ROOT
-from ..run.inbox import clean
+from ..run.inbox import clean, one_line
 from ..run.sandbox import isolation
 from .attempts import Clock, clock_section, timeline
 from .concepts import summary
@@ -54,25 +54,19 @@ def sources(impl: Path, problem_ids: list[str]) -> list[tuple[str, str | None, s
     submission that importing it runs (a helper module: graded as well, so shown as well; a problem's own file is shown
     under its problem), each once: read as hostile data (no link followed, control characters dropped, at most MAX_FILE
     characters each and MAX_CODE in all)."""
-    from ..judge.scan.files import runs_with
+    from ..judge.scan.files import helpers
 
-    out, left, shown_files = [], MAX_CODE, {f"{pid}.py" for pid in problem_ids}
+    out, left, shown = [], MAX_CODE, set()
     for pid in problem_ids:
-        helpers = [f for f in runs_with(impl, pid)[1:] if f not in shown_files and not _problem_file(f)]
-        shown_files.update(helpers)
-        for name in [f"{pid}.py", *helpers]:
+        more = [f for f in helpers(impl, pid) if f not in shown]
+        shown.update(more)
+        for name in [f"{pid}.py", *more]:
             text, note = _read(Path(impl) / name, name, left)
             left -= min(len(text), MAX_FILE) if text is not None else 0
             if name != f"{pid}.py":  # a helper: named, and said whose it is
-                note = (note if text is not None else f"{clean(name, 200)}: {note}") + f", imported by {pid}.py"
+                note = (note if text is not None else f"{one_line(name, 200)}: {note}") + f", imported by {pid}.py"
             out.append((pid, text, note))
     return out
-
-
-def _problem_file(name: str) -> bool:
-    from ..problems import ORDER
-
-    return name.endswith(".py") and name[:-3] in ORDER
 
 
 def _read(path: Path, name: str, left: int) -> tuple[str | None, str]:
@@ -88,7 +82,7 @@ def _read(path: Path, name: str, left: int) -> tuple[str | None, str]:
         return None, "no file"
     text = data.decode("utf-8", "replace")
     shown = clean(text, min(MAX_FILE, left))
-    return shown, clean(name, 200) + (" (cut)" if len(shown) < len(text) else "")
+    return shown, one_line(name, 200) + (" (cut)" if len(shown) < len(text) else "")
 
 
 def blocks(report, submission: str, argv: list[str], extras: Extras | None = None) -> list:

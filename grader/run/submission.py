@@ -257,7 +257,7 @@ def _impl_dir(p: Path, where: str) -> Path:
     except OSError as exc:
         raise BadInput(f"{where}: cannot be read ({exc.strerror})") from None
     real = p.resolve()
-    if real != p.absolute() and _in_kit(real):
+    if str(real) != os.path.abspath(p) and _in_kit(real):  # reached through a link (abspath folds `..` alone)
         raise BadInput(f"{where}: a link leads from it into the kit's own files ({one_line(str(real), 200)}); grade the "
                        "submission's own folder")
     return real

@@ -92,10 +92,10 @@ def check_dropout(ctx):
             ctx.fail(case, f"in train() the returned weights must be taken before dropout (they still sum to 1)\n{problem}"
                      + ("" if dropped else _what_differs(w, expected_w)),
                      symptom="weights_after_dropout" if dropped else None)
-        kept, dropped = counts["kept"], counts["dropped"]
-        _judge_dropped(ctx, case, out, counts)
+        kept, dropped = _judge_dropped(ctx, case, out)
+        counts["kept"], counts["dropped"] = counts["kept"] + kept, counts["dropped"] + dropped
         rate = rates.setdefault(case.meta["p"], [0, 0, case])
-        rate[0], rate[1], rate[2] = rate[0] + counts["kept"] - kept, rate[1] + counts["dropped"] - dropped, case
+        rate[0], rate[1], rate[2] = rate[0] + kept, rate[1] + dropped, case
     for p, (kept, dropped, case) in rates.items():
         n = kept + dropped
         if n and _binomial_tail(n, dropped, p) < RATE_TAIL:
@@ -155,8 +155,9 @@ def _what_differs(got, expected) -> str:
     return ""
 
 
-def _judge_dropped(ctx, case, out, counts) -> None:
-    """The output must be G(D * weights): solve it for the dropped weights P and check each P / weight."""
+def _judge_dropped(ctx, case, out) -> tuple[int, int]:
+    """The output must be G(D * weights): solve it for the dropped weights P and check each P / weight. Returns how
+    many well-determined weights were kept and how many dropped."""
     reveal, p = ctx.ref[case.key].extra["reveal"], case.meta["p"]
     P, residual = dropped_weights(reveal, out)
     w = reveal["weights"]
@@ -185,8 +186,7 @@ def _judge_dropped(ctx, case, out, counts) -> None:
                f"dropout must use p = {p}, the module's `dropout` argument" if same else
                f"dropped weights / weights = {others[0].item():.6g} at a kept entry, expected 0 or 1/(1-p) = {scale:.6g}")
         ctx.fail(case, f"in train() with dropout={p}: {why}", symptom="dropout_wrong_p" if same else None)
-    counts["kept"] += int(kept.sum())
-    counts["dropped"] += int(dropped.sum())
+    return int(kept.sum()), int(dropped.sum())
 
 
 def _reveal(problem, cases, target, refs) -> None:

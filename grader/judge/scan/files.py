@@ -194,11 +194,14 @@ class Findings(list):
         self.files = tuple(files)
 
 
-def runs_with(impl, module: str) -> list[str]:
-    """The submission's files that importing `<impl>/<module>.py` runs, its own first (relative paths, as the
-    grader reads them): what a reader of the problem's code (an interviewer's report, the similarity check) must see,
-    since code moved into a helper module is graded as well."""
-    return list(scan_submission(impl, module).files)
+def helpers(impl, module: str) -> list[str]:
+    """The submission's other files that importing `<impl>/<module>.py` runs (relative paths, as the grader reads
+    them), other problems' files left out (each is read under its own problem): what a reader of the problem's code
+    (an interviewer's report, the similarity check) must see besides its file, since code moved into a helper module
+    is graded as well."""
+    from ...problems import ORDER
+
+    return [f for f in scan_submission(impl, module).files[1:] if not (f.endswith(".py") and f[:-3] in ORDER)]
 
 
 def may_import(findings, module: str) -> bool:
