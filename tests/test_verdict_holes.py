@@ -277,6 +277,25 @@ def test_a_table_of_4096_positions_fails_on_the_far_call(tmp_path):
     assert "P=8209" in _check(report, "causal_self_attention", "parity_float64").message
 
 
+_FIRST_CALL_TABLE = (  # a position table sized by the first call seen (at least 2048 long), then only indexed
+    "        positions = torch.arange(P, P + T, device=x.device)",
+    "        if not hasattr(self, '_table'):\n"
+    "            self.__dict__['_table'] = torch.arange(max(2048, P + T), device=x.device)\n"
+    "        positions = self._table[P:P + T]\n"
+    "        assert positions.numel() == T, 'past the table'")
+
+
+@pytest.mark.parametrize("pid", ["causal_self_attention", "latent_attention"])
+def test_a_table_sized_by_the_first_call_fails_on_the_far_call_after_a_short_one(tmp_path, pid):
+    """Red team 4: a table of positions built on the first call (model code's cache of max(2048, needed) positions)
+    and never grown. Every far call used to be its module's first: the table fitted it. Each far call now follows a
+    short call on the same module, and the failure names that."""
+    files = {f"{pid}.py": _patched(pid, *_FIRST_CALL_TABLE), "rope.py": (SOLUTIONS / "rope.py").read_text()}
+    report = grade(make_impl(tmp_path, files), [pid], sandbox=False)
+    parity = _check(report, pid, "parity_float64")
+    assert parity.status == "failed" and "after a short call on the same" in parity.message, parity.message
+
+
 @pytest.mark.parametrize("pid, old, new, check", [
     ("scaled_dot_product_attention", "scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",  # BERT's constant
      "scores.masked_fill(~mask, -1e4)", "stability"),

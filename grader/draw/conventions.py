@@ -16,11 +16,14 @@ from .scenarios import Case, base_call, make_mask
 WORDS = {"strided": "non-contiguous inputs (transposed views)", "kw": "the optional arguments passed by keyword",
          "alias": "one tensor passed for two arguments of the same shape",
          "inference": "torch.no_grad(), after another call on the same module or function (new weights loaded since, "
-                      "the same input tensors refilled)"}
+                      "the same input tensors refilled)",
+         "after": "a short call on the same module or function first (new weights loaded since)"}
 """How a message names each convention (describe.call_text adds it to the call)."""
 
 USES = {"strided": lambda call: call.get("layout") == "strided", "kw": lambda call: bool(call.get("kw")),
-        "alias": lambda call: bool(call.get("alias")), "inference": lambda call: bool(call.get("warm"))}
+        "alias": lambda call: bool(call.get("alias")),
+        "inference": lambda call: bool(call.get("warm")) and bool(call.get("no_grad")),
+        "after": lambda call: bool(call.get("warm")) and not call.get("no_grad")}
 """Whether a call uses each convention (the flags the harness reads)."""
 
 
@@ -81,5 +84,6 @@ def inference_carried(problem, seed: int, group: str) -> list[Case]:
 
 def words(call: dict) -> str:
     """", made with ...": the conventions a call uses, for messages ("" for none)."""
-    used = [WORDS[k] for k, uses in USES.items() if uses(call)]
-    return f", made with {' and '.join(used)}" if used else ""
+    used = [WORDS[k] for k, uses in USES.items() if uses(call) and k != "after"]
+    after = f", after {WORDS['after'].replace(' first', '')}" if USES["after"](call) else ""
+    return (f", made with {' and '.join(used)}" if used else "") + after

@@ -17,7 +17,11 @@ LONG = {"B": 2, "H": 2, "Tq": 67, "Tk": 1031}
 
 FAR = {"B": 1, "H": 2, "Tq": 2, "Tk": 8209}
 """A decoding call at far positions: 2 queries after 8209 keys, past the 2048, 4096 and 8192 positions that model code
-sizes its tables by (max_position_embeddings: RoPE's cos and sin, ALiBi's bias)."""
+sizes its tables by (max_position_embeddings: RoPE's cos and sin, ALiBi's bias). Made after a short call (SHORT) on the
+same module or function: a table sized by the first call it sees, and never grown, is wrong here."""
+
+SHORT = {"Tq": 2, "Tk": 5}
+"""The lengths of the call a FAR call follows."""
 
 
 TALL = {"B": 1, "H": 2, "Tq": 257, "Tk": 263}
@@ -25,13 +29,15 @@ TALL = {"B": 1, "H": 2, "Tq": 257, "Tk": 263}
 the causal rule kept, or lost): one batch row, so that the call stays small."""
 
 
-def long_cases(problem, seed: int, group: str, block_args=(), sizes=None, name: str = "long") -> list[Case]:
+def long_cases(problem, seed: int, group: str, block_args=(), sizes=None, name: str = "long",
+               after_short: bool = False) -> list[Case]:
     """Float64 calls, one per variant, of LONG's sizes with the mask rule's long form (per-query masking, some query
     with no allowed key; a causal flag set), every
     integer tensor (lengths, positions, tables) as int32 (the contract asks an integer tensor, not int64: lengths past
     127 and 255 are drawn here); the arguments in `block_args` (the block settings other calls vary) at their
     defaults, which long inputs are run with. `sizes`: other sizes than LONG (a spec's, where its calls cost more, or
-    FAR); `name`, the last part of their keys."""
+    FAR); `name`, the last part of their keys. `after_short`: each call made after one of SHORT's lengths on the same
+    module or function (its own draw and weights), as a model decodes far after a short prompt."""
     raw = {**draw_configs(seed)[0], **(sizes or LONG)}
     cases = []
     for vi, variant, ci, _, _ in each_case(problem, seed):
@@ -42,10 +48,15 @@ def long_cases(problem, seed: int, group: str, block_args=(), sizes=None, name: 
         kind = form(problem, rule(problem).long)
         call = base_call(problem, cfg, variant, gen(), make_mask(problem, kind, cfg, gen("lens")))
         call["args"] = [_int32(a) for a in call["args"]]
+        if after_short:
+            short = problem.fit({**raw, **SHORT}, variant)
+            earlier = base_call(problem, short, variant, gen("short"), make_mask(problem, kind, short, gen("short", "lens")))
+            call["warm"] = {"args": [_int32(a) for a in earlier["args"]], "state": earlier["state"]}
         defaults = {n: problem.call_defaults[n] for n in block_args if n in problem.call_defaults}
         if defaults:
             call = with_args(problem, call, defaults)
-        tags = {"long", "block"} if defaults else {"long"}  # block settings at their defaults: a block call too
+        tags = ({"long", "block"} if defaults else {"long"}) | ({"after"} if after_short else set())  # block settings
+        # at their defaults: a block call too; after a short call: the convention draw/conventions.py names
         cases.append(Case(case_key(group, vi, ci, name), group, variant, cfg, call, lens=kind, tags=frozenset(tags)))
     return cases
 

@@ -147,6 +147,8 @@ def cast(call: dict, dtype: str) -> dict:
     out = dict(call, dtype=dtype, args=[conv(a) for a in call.get("args", [])])
     if call.get("state") is not None:
         out["state"] = {k: conv(v) for k, v in call["state"].items()}
+    if call.get("warm") is not None:  # the run before it on the same module, in the same dtype
+        out["warm"] = cast(call["warm"], dtype)
     return out
 
 

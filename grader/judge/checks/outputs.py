@@ -66,7 +66,7 @@ def group_base(problem, seed):
     return (cases + negative_cases(problem, seed, "base", NEGATIVE, "float64") + tied_cases(problem, seed, "base")
             + convention_cases(problem, seed, "base", options(problem, "parity_float64").conventions)
             + long_cases(problem, seed, "base", block_args, options(problem, "parity_float64").long)
-            + (long_cases(problem, seed, "base", block_args, FAR, "far") if options(problem, "parity_float64").far else []))
+            + (long_cases(problem, seed, "base", block_args, FAR, "far", after_short=True) if options(problem, "parity_float64").far else []))
 
 
 def group_float32(problem, seed):

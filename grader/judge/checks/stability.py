@@ -48,7 +48,7 @@ def group_stability(problem, seed):
         cases.append(Case(case_key("stable", vi, ci, "float64"), "stable", variant, cfg, cast(call, "float64"),
                           lens=form(problem, "query"), tags=frozenset({"float64"})))  # exp(1e4) overflows float64 too
     if options(problem, "stability").long:  # and past the key chunks (FAR: 8209 keys) and query blocks (TALL) of tiled
-        for case in long_cases(problem, seed, "stable") + long_cases(problem, seed, "stable", sizes=FAR, name="far") \
+        for case in long_cases(problem, seed, "stable") + long_cases(problem, seed, "stable", sizes=FAR, name="far", after_short=True) \
                 + long_cases(problem, seed, "stable", sizes=TALL, name="tall"):  # code, where a stale maximum overflows
             options(problem, "stability").amplify(case.call["args"], case.call["state"], {**case.cfg, **case.variant})
             case.call = cast(case.call, "float32")
