@@ -317,19 +317,17 @@ TRIED = []
 
 
 def masked_softmax(scores, valid_lens=None):
-    if TRIED:  # once per worker: the other calls answer at once
-        return torch.softmax(scores, -1)
-    TRIED.append(1)
-    children = []
-    for _ in range(3):  # each below the per-process limit, together far above the worker's
-        pid = os.fork()
-        if pid == 0:
-            block = b"\\x01" * (400 << 20)
-            time.sleep(3)
-            os._exit(0)
-        children.append(pid)
-    codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
-    raise RuntimeError(f"CHILDREN ENDED {codes}")
+    if not TRIED:  # once per worker; every call then says how the children ended (the calls come in any order)
+        children = []
+        for _ in range(3):  # each below the per-process limit, together far above the worker's
+            pid = os.fork()
+            if pid == 0:
+                block = b"\\x01" * (400 << 20)
+                time.sleep(3)
+                os._exit(0)
+            children.append(pid)
+        TRIED.append([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children])
+    raise RuntimeError(f"CHILDREN ENDED {TRIED[0]}")
 '''
 
 

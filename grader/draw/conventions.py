@@ -5,7 +5,9 @@ keys, as in self-attention), and as inference code calls a model: under torch.no
 answered another call first, its weights since replaced (an optimizer's step, a checkpoint loaded) and its input
 buffers refilled in place. Code that calls .view on its inputs, renames a parameter, tells arguments apart by
 identity, or keeps a projection, a table or a result from an earlier call (keyed by a tensor's identity or address,
-or taken only where no gradient is recorded) is right on every other draw and wrong here."""
+or taken only where no gradient is recorded) is right on every other draw and wrong here. And a module called in
+train() mode with no dropout asked of it (none in its contract, or p = 0): code that adds dropout of its own (nanoGPT's
+0.1) or takes another path in training is wrong there only."""
 from __future__ import annotations
 
 import torch
@@ -14,16 +16,19 @@ from .groups import carried_cases, case_key, each_case, form
 from .scenarios import Case, base_call, make_mask
 
 WORDS = {"strided": "non-contiguous inputs (transposed views)", "kw": "the optional arguments passed by keyword",
-         "alias": "one tensor passed for two arguments of the same shape",
+         "alias": "one tensor passed for two or three arguments of the same shape (values is keys; self-attention's "
+                  "x, x, x)",
          "inference": "torch.no_grad(), after another call on the same module or function (new weights loaded since, "
                       "the same input tensors refilled)",
-         "after": "a short call on the same module or function first (new weights loaded since)"}
+         "after": "a short call on the same module or function first (new weights loaded since)",
+         "leaves": "inputs that require grad (as a training step's)"}
 """How a message names each convention (describe.call_text adds it to the call)."""
 
 USES = {"strided": lambda call: call.get("layout") == "strided", "kw": lambda call: bool(call.get("kw")),
         "alias": lambda call: bool(call.get("alias")),
         "inference": lambda call: bool(call.get("warm")) and bool(call.get("no_grad")),
-        "after": lambda call: bool(call.get("warm")) and not call.get("no_grad")}
+        "after": lambda call: bool(call.get("warm")) and not call.get("no_grad"),
+        "leaves": lambda call: bool(call.get("leaves"))}
 """Whether a call uses each convention (the flags the harness reads)."""
 
 
@@ -41,11 +46,20 @@ def _aliases(problem, args) -> list[list[int]]:
     return pairs
 
 
+def _aliased(call: dict, pairs) -> dict:
+    """The call with argument j given argument i's very tensor, for each pair [i, j]."""
+    args = list(call["args"])
+    for i, j in pairs:
+        args[j] = args[i]
+    return dict(call, args=args, alias=pairs)
+
+
 def convention_cases(problem, seed: int, group: str, allowed=tuple(WORDS)) -> list[Case]:
     """Config 0 of each variant, per-query masking, float64: strided, by keyword, aliased where two tensor
     arguments share a shape (the call's own argument is the earlier one's tensor: the reference and the grader's
-    comparisons see the same values), and in inference after an earlier call (a call of its own draw, with weights of
-    its own); only the conventions in `allowed`."""
+    comparisons see the same values), and where queries, keys and values can all be one tensor, a call with Tq = Tk
+    that passes one tensor for the three (nn.MultiheadAttention takes a path of its own when query is key is value), in inference after an earlier call (a call of its own draw, with weights of
+    its own), and a module in train() mode where no dropout is asked; only the conventions in `allowed`."""
     cases = []
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if ci != 0:
@@ -59,15 +73,23 @@ def convention_cases(problem, seed: int, group: str, allowed=tuple(WORDS)) -> li
         # one earlier run in the call's own dtype: a module cast to float32 and back rounds its buffers (Hugging Face's
         # inv_freq), which no caller of a correct module could tell from a table kept in the wrong dtype
         made["inference"] = dict(call, no_grad=True, warm={"args": earlier["args"], "state": earlier["state"]})
+        if problem.is_module:  # the drawn calls ask no dropout (the constructor's default): train() changes nothing
+            made["train"] = dict(call, train=True)
         pairs = _aliases(problem, call["args"])
         if pairs:
-            args = list(call["args"])
-            for i, j in pairs:
-                args[j] = args[i]
-            made["alias"] = dict(call, args=args, alias=pairs)
-        for name, c in ((n, c) for n, c in made.items() if n in allowed):
-            cases.append(Case(case_key(group, vi, ci, name), group, variant, cfg, c, lens=kind,
-                              tags=frozenset({"convention", name})))
+            made["alias"] = _aliased(call, pairs)
+        square = problem.fit({**cfg, "Tk": cfg["Tq"]}, variant)  # Tq = Tk: self-attention's x, x, x where all three fit
+        if len(problem.arg_index("query", "key", "value")) >= 3 and len({k for pair in pairs for k in pair}) < 3:
+            selfish = base_call(problem, square, variant, gen("convention", "self"),
+                                make_mask(problem, kind, square, gen("convention", "self", "lens")))
+            tied = _aliases(problem, selfish["args"])
+            if len({k for pair in tied for k in pair}) >= 3:
+                made["self"] = _aliased(selfish, tied)
+        for name, c in made.items():
+            kind_of = "alias" if name == "self" else name
+            if kind_of in allowed:
+                cases.append(Case(case_key(group, vi, ci, name), group, variant, square if name == "self" else cfg, c,
+                                  lens=kind, tags=frozenset({"convention", kind_of})))
     return cases
 
 

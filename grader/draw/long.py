@@ -20,6 +20,11 @@ FAR = {"B": 1, "H": 2, "Tq": 2, "Tk": 8209}
 sizes its tables by (max_position_embeddings: RoPE's cos and sin, ALiBi's bias). Made after a short call (SHORT) on the
 same module or function: a table sized by the first call it sees, and never grown, is wrong here."""
 
+FARTHEST = {"B": 1, "H": 2, "Tq": 2, "Tk": 131101}
+"""The parity check's far call, where a problem's code keeps a table of positions (RoPE's cos and sin, ALiBi's
+distances, a mask's positions): 2 queries after 131101 keys, past the 32768 and 131072 positions that model code sizes
+such tables by (Mistral's and Qwen2's max_position_embeddings, LLaMA 3.1's); after a short call, as FAR."""
+
 SHORT = {"Tq": 2, "Tk": 5}
 """The lengths of the call a FAR call follows."""
 
@@ -55,8 +60,8 @@ def long_cases(problem, seed: int, group: str, block_args=(), sizes=None, name: 
         defaults = {n: problem.call_defaults[n] for n in block_args if n in problem.call_defaults}
         if defaults:
             call = with_args(problem, call, defaults)
-        tags = ({"long", "block"} if defaults else {"long"}) | ({"after"} if after_short else set())  # block settings
-        # at their defaults: a block call too; after a short call: the convention draw/conventions.py names
+        tags = {"long", name} | ({"block"} if defaults else set()) | ({"after"} if after_short else set())  # block
+        # settings at their defaults: a block call too; after a short call: the convention draw/conventions.py names
         cases.append(Case(case_key(group, vi, ci, name), group, variant, cfg, call, lens=kind, tags=frozenset(tags)))
     return cases
 

@@ -8,6 +8,7 @@ to the CPU part (`cpu`), which is drawn before any worker has started.
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
@@ -82,8 +83,12 @@ class Plan:
 
 
 def calls(cases: Cases) -> list[dict]:
-    """The calls a worker answers: every case but those the grader runs itself (a fresh import, a source reading)."""
-    return [c.call for c in cases.values() if c.builder not in grader_groups()]
+    """The calls a worker answers: every case but those the grader runs itself (a fresh import, a source reading), in
+    an order of their own, fixed by each case's key (crc32): not group by group, so that no check's calls always come
+    first (code that keeps a table in the dtype, size or device of the first call it sees is wrong on later ones, and
+    then on some of every check's calls)."""
+    mine = [c for c in cases.values() if c.builder not in grader_groups()]
+    return [c.call for c in sorted(mine, key=lambda c: zlib.crc32(c.key.encode()))]
 
 
 def _likely_weight(problem: Problem) -> tuple:

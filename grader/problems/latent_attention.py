@@ -152,10 +152,12 @@ def _amplify(args, state, cfg):
 
 
 def _memory_fit(cfg):
-    """Decoding: T = 2 new tokens after P = 96, H = 4, r = 8, dn = 6, dr = 4, dv = 10, E = 8: the cached tokens'
-    per-head keys (B*S*H*dn = 4704), values (7840), c_kv or k_rope copied per head (6272, 3136) all exceed the bound
-    (1568), each by a tensor of its own size (so that the measured overrun tells them apart)."""
-    return {**cfg, "B": 2, "Tq": 2, "Tk": 96, "T": 2, "P": 96, "S": 98, "H": 4, "r": 8, "dn": 6, "dr": 4, "dv": 10,
+    """Decoding: T = 2 new tokens (config 0, whose B is 2) or 3 (config 3, B = 1: the contract's largest T) after
+    P = 96, B = 2, H = 4, r = 8, dn = 6, dr = 4, dv = 10, E = 8; at T = 2 the cached tokens' per-head keys
+    (B*S*H*dn = 4704), values (7840), c_kv or k_rope copied per head (6272, 3136) all exceed the bound (1568), each by
+    a tensor of its own size (so that the measured overrun tells them apart); the backstop decodes T = 1."""
+    T = 2 if cfg["B"] > 1 else 3
+    return {**cfg, "B": 2, "Tq": T, "Tk": 96, "T": T, "P": 96, "S": 96 + T, "H": 4, "r": 8, "dn": 6, "dr": 4, "dv": 10,
             "dq": 4, "E": 8, "cache": True, "absorb": True}
 
 

@@ -28,6 +28,7 @@ both sides are driven identically. A call is a plain dict:
              result["earlier"]: [as that run returned them (copied), the same tensors after the call], for the
              grader to compare (a returned tensor that a later call writes again)
   no_grad:   True: every run under torch.no_grad() (inference; never with grad_out)
+  leaves:    True: the floating inputs require grad, as a training step's do, with no backward (a memory call)
   hooks:     {name: options}: worker-side hooks (run/hooks/: a chain of calls, an allocation measurement, autograd
              refused, banned functions, NumPy arrays, or an extension's), each declared by the check or spec
              option that needs it
@@ -89,12 +90,13 @@ def execute(call: dict, target, digests: bool = False) -> dict:
         load_state(fn, call.get("state") or {})
         fn.train(bool(call.get("train")))
     want_grad = call.get("grad_out") is not None
+    leaves = want_grad or bool(call.get("leaves"))  # inputs that require grad
     hooks = active(call)
     convert = next((h for h, _ in hooks if h.noun), None)  # a hook that converts what the call returns
     with _ours("preparing the inputs"):
         frozen = set(call.get("frozen") or ())  # settings passed as tensors (ALiBi's slopes): no gradient asked
         strided = call.get("layout") == "strided"
-        args = [_prepare(a, device, want_grad and i not in frozen, hooks, strided) for i, a in enumerate(call["args"])]
+        args = [_prepare(a, device, leaves and i not in frozen, hooks, strided) for i, a in enumerate(call["args"])]
         for i, j in call.get("alias") or ():
             args[j] = args[i]
         # kept for `changed`, which the grader's own runs (a mistake's variant, a mutant) read; a worker says digests

@@ -39,8 +39,9 @@ def seeded_p(seed, problem) -> float:
 
 
 def group_dropout(problem, seed):
-    """Each variant: eval() twice with dropout=0.5, train() once per DROPOUT_P, and train() with the
-    constructor's default dropout (0.0: exactly the eval() result)."""
+    """Each variant: eval() twice with dropout=0.5, train() once per DROPOUT_P (the first twice in a row, without
+    seeding in between: a second training step drops other weights), and train() with the constructor's default
+    dropout (0.0: exactly the eval() result)."""
     cases = []
     for vi, variant in enumerate(problem.variants):
         cfg = problem.fit(dict(DROPOUT_DIMS), variant)
@@ -50,7 +51,8 @@ def group_dropout(problem, seed):
         eval_call = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=0.5), repeat=2)
         cases.append(Case(key("eval"), "dropout", variant, cfg, eval_call, lens="batch"))
         for i, (p, s) in enumerate(DROPOUT_P + ((seeded_p(seed, problem), 10),)):
-            train = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=p), train=True, seed=s)
+            train = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=p), train=True, seed=s,
+                         repeat=2 if i == 0 else 1)  # the first: twice in a row, which must drop other weights
             cases.append(Case(key("train", i), "dropout", variant, cfg, train, lens="batch", meta={"p": p}))
         default = dict(call, ctor=problem.ctor_call(cfg, variant), train=True, seed=9)  # the default: no dropout
         cases.append(Case(key("train", "default"), "dropout", variant, cfg, default, lens="batch"))
@@ -92,6 +94,11 @@ def check_dropout(ctx):
             ctx.fail(case, f"in train() the returned weights must be taken before dropout (they still sum to 1)\n{problem}"
                      + ("" if dropped else _what_differs(w, expected_w)),
                      symptom="weights_after_dropout" if dropped else None)
+        if case.call.get("repeat", 1) > 1 and same_values(out, ctx.outputs(case, 1)[ctx.problem.out_index("values")]):
+            ctx.fail(case, "two calls in a row in train() gave the same output: dropout dropped the very same weights "
+                     "twice, where each call must draw a new mask (a seed set inside forward, torch.manual_seed or a "
+                     "generator of one's own seeded on each call, or a mask kept from the first call: use "
+                     "nn.Dropout, or F.dropout(..., training=self.training))")
         kept, dropped = _judge_dropped(ctx, case, out)
         counts["kept"], counts["dropped"] = counts["kept"] + kept, counts["dropped"] + dropped
         rate = rates.setdefault(case.meta["p"], [0, 0, case])

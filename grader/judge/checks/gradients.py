@@ -1,25 +1,43 @@
 """Check gradients: of every input and parameter, against autograd through the reference."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..compare import argmax_index, mismatch, tolerance
 from ..context import compare_all, grad_name, returns_arrays, valid_mask
-from ..registry import Check, register
+from ..registry import Check, options, register
 from ...draw.groups import carried_cases, case_key, each_case, form
-from ...draw.scenarios import Case, base_call, make_mask
+from ...draw.scenarios import Case, base_call, draw_configs, generator, make_mask
 from ...run.harness import flat_positions
 
 
+@dataclass(frozen=True)
+class GradOptions:
+    """The gradients check's options: `long`, dims that one more call per variant takes over config 0's, where the
+    gradient's path may change with the length (a decoder that detaches its state every 16 steps, truncated
+    backpropagation through time, is right on every shorter call)."""
+
+    long: dict | None = None
+
+
+GRAD_FORMS = {0: ("batch", "query", "none"), 1: ("batch",), 3: ("batch", "query")}
+"""The configs whose gradients are asked, each with its masking forms: the general one also with the masking argument
+left out (a path of its own, where in-place operations break the backward), the decoding step (one query after
+several keys: a path taken under no_grad there loses every gradient), and the long one."""
+
+
 def group_grad(problem, seed):
-    """Gradients on configs 0 and 3, with every query seeing at least one key; then, where the masking argument can
-    leave a row with no allowed key, config 0 with such a row (its gradients must be finite: the row contributes 0)."""
+    """Gradients on configs 0, 1 and 3 (GRAD_FORMS), with every query seeing at least one key; then, where the masking
+    argument can leave a row with no allowed key, config 0 with such a row (its gradients must be finite: the row
+    contributes 0)."""
     cases = [
         Case(case_key("grad", vi, ci, kind), "grad", variant, cfg,
              base_call(problem, cfg, variant, gen("grad"), make_mask(problem, kind, cfg, gen("glens", kind), low=1),
                        grad=True), lens=kind)
-        for vi, variant, ci, cfg, gen in each_case(problem, seed) if ci in (0, 3)
-        for kind in dict.fromkeys(form(problem, k) for k in ("batch", "query"))
+        for vi, variant, ci, cfg, gen in each_case(problem, seed) if ci in GRAD_FORMS
+        for kind in dict.fromkeys(form(problem, k) for k in GRAD_FORMS[ci])
     ]
     cases += carried_cases(problem, seed, "grad", grad=True)
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
@@ -31,7 +49,23 @@ def group_grad(problem, seed):
         case = Case(case_key("grad", vi, ci, kind, "empty"), "grad", variant, cfg, call, lens=kind, tags=frozenset({"empty"}))
         if not valid_mask(problem, case).any(-1).all():  # a row with no allowed key was drawn
             cases.append(case)
-    return cases + _partial_cases(problem, seed)
+    return cases + _partial_cases(problem, seed) + _long_cases(problem, seed)
+
+
+def _long_cases(problem, seed):
+    """Config 0 of each variant with the spec's long dims (GradOptions.long), a key padding draw."""
+    dims = options(problem, "gradients").long
+    if not dims:
+        return []
+    cases = []
+    for vi, variant in enumerate(problem.variants):
+        cfg = problem.fit({**draw_configs(seed)[0], **dims}, variant)
+        gen = generator(seed, problem.id, vi, "grad", "long")
+        kind = form(problem, "batch")
+        cases.append(Case(case_key("grad", vi, 0, "long"), "grad", variant, cfg,
+                          base_call(problem, cfg, variant, gen, make_mask(problem, kind, cfg, gen, low=1), grad=True),
+                          lens=kind, tags=frozenset({"long"})))
+    return cases
 
 
 def _partial_cases(problem, seed):
@@ -111,5 +145,5 @@ def _at_masked_key(ctx, case, got, expected) -> bool:
 
 
 register(Check("gradients", "gradients of inputs and parameters", {"grad": group_grad}, check_gradients,
-               names=("nan_grad_empty_row",),
+               names=("nan_grad_empty_row",), options=GradOptions,
                needs=lambda p: None if not returns_arrays(p) else "a torch problem"))

@@ -75,7 +75,8 @@ class MemoryOptions:
 def group_memory(problem, seed):
     """Configs 0 and 3, fitted by the spec's memory_fit, with its memory settings; each call's forward records its
     largest allocation. A call measured already (the same shapes and settings, from another config or variant the
-    fit made alike) is not measured again."""
+    fit made alike) is not measured again. The first is measured once more with inputs that require grad (as in a
+    training step; no backward): code that takes another path when it sees them is measured there too."""
     opts = options(problem, "memory")
     cases, measured_already = [], set()
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
@@ -91,6 +92,9 @@ def group_memory(problem, seed):
             measured["hooks"] = {"measure": True}
             cases.append(Case(case_key("memory", vi, ci, i), "memory", variant, cfg, measured,
                               lens=form(problem, "query"), meta={"allowed": allowed}))
+            if len(cases) == 1:  # the first once more with inputs that require grad: the bound holds in training too
+                cases.append(Case(case_key("memory", vi, ci, i, "leaves"), "memory", variant, cfg,
+                                  dict(measured, leaves=True), lens=form(problem, "query"), meta={"allowed": allowed}))
     backstop = opts.backstop
     if backstop:
         dims = backstop.dims  # exactly these dims, whatever the first variant's fit would make of them

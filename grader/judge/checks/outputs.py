@@ -13,7 +13,7 @@ from ...draw.describe import arg_name
 from ...draw.groups import NEGATIVE, carried_cases, case_key, each_case, form, negative_cases, pairwise, with_args
 from .device import group_cuda
 from ...draw.conventions import convention_cases, inference_carried
-from ...draw.long import FAR, long_cases
+from ...draw.long import FARTHEST, long_cases
 from ...draw.tied import tied_cases
 from ...draw.scenarios import Case, base_call, dim_names, make_mask, mask_kinds, output_shapes
 
@@ -26,8 +26,8 @@ class PartialBlocks:
 
     blocks: Callable = lambda cfg: ()
     long: dict | None = None  # the long calls' sizes where not draw/long.py's LONG (a kernel interpreted: smaller)
-    far: bool = False  # also a call at far positions (draw/long.py's FAR), where code may size a table of positions
-    conventions: tuple = ("strided", "kw", "alias", "inference")  # the calling conventions drawn (draw/conventions.py): a kernel's
+    far: bool = False  # also a call at far positions (draw/long.py's FARTHEST), where code may size a table of positions
+    conventions: tuple = ("strided", "kw", "alias", "inference", "train")  # the calling conventions drawn (draw/conventions.py): a kernel's
     # launcher reads the memory it is given, so the kernels stage leaves non-contiguous inputs out
 
 
@@ -66,7 +66,7 @@ def group_base(problem, seed):
     return (cases + negative_cases(problem, seed, "base", NEGATIVE, "float64") + tied_cases(problem, seed, "base")
             + convention_cases(problem, seed, "base", options(problem, "parity_float64").conventions)
             + long_cases(problem, seed, "base", block_args, options(problem, "parity_float64").long)
-            + (long_cases(problem, seed, "base", block_args, FAR, "far", after_short=True) if options(problem, "parity_float64").far else []))
+            + (long_cases(problem, seed, "base", block_args, FARTHEST, "far", after_short=True) if options(problem, "parity_float64").far else []))
 
 
 def group_float32(problem, seed):

@@ -46,7 +46,7 @@ def _factors(case) -> set:
     cfg = case.cfg
     out = {("form", case.lens), ("Tq != Tk", cfg.get("Tq") != cfg.get("Tk"))}
     kinds = {"long": "long" in case.tags, "decoding step": cfg.get("Tq") == 1 and cfg.get("Tk", 1) > 1,
-             "one head": cfg.get("H") == 1}
+             "one head": cfg.get("H") == 1, "train": bool(case.call.get("train"))}
     out |= {(name, True) for name, held in kinds.items() if held}  # what a call is, never what it is not
     out |= {("convention", t) for t in WORDS if t in case.tags}
     return out | {(k, v) for k, v in case.variant.items() if isinstance(v, (bool, int, str)) and k != "rank"}
@@ -72,7 +72,7 @@ def _separating(ctx) -> tuple | None:
     calls = [(_factors(c), _right(ctx, c)) for c in ctx.of("base") if _plain(c) and ctx.got.get(c.key) is not None]
     if not calls or all(ok for _, ok in calls) or not any(ok for _, ok in calls):
         return None
-    order = {"long": 0, "convention": 0, "form": 1}  # named first where several factors fit as well
+    order = {"long": 0, "convention": 0, "train": 0, "form": 1}  # named first where several factors fit as well
     seen = sorted(set().union(*(f for f, ok in calls if not ok)), key=lambda f: (order.get(f[0], 2), repr(f)))
     best, wrong = None, sum(not ok for _, ok in calls)
     for n in (1, 2):
@@ -103,9 +103,10 @@ def _said(problem, pick) -> str:
             parts.append(WORDS[value])
         elif name == "long":
             parts.append("long inputs (a thousand keys or more, or dozens of queries or steps)" if value else "short inputs")
-        elif name in ("decoding step", "one head"):
-            parts.append({"decoding step": "one query after several keys (a decoding step)",
-                          "one head": "a single head"}[name] if value else f"no {name}")
+        elif name in ("decoding step", "one head", "train"):
+            parts.append({"decoding step": "one query after several keys (a decoding step)", "one head": "a single head",
+                          "train": "the module in train() mode (no dropout asked: the results of eval())"}[name]
+                         if value else f"no {name}")
         elif name == "Tq != Tk":
             parts.append("Tq != Tk" if value else "Tq == Tk")
         else:

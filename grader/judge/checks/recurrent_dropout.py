@@ -39,7 +39,8 @@ class Replay:
 
 def group_recurrent_dropout(problem, seed):
     """The first variant (dropout acts on the output whatever the others change): eval() twice with dropout=0.5;
-    train() with dropout 0, 1, 0.3 and 0.6 (seeded), and with the constructor's default."""
+    train() with dropout 0, 1, 0.3 and 0.6 (seeded), 0.3 on larger dims twice in a row (the dropped share counted, and
+    the second call's masks new), and with the constructor's default."""
     cases = []
     for vi, variant in enumerate(problem.variants[:1]):
         cfg = problem.fit(dict(DIMS), variant)
@@ -56,7 +57,8 @@ def group_recurrent_dropout(problem, seed):
         counted = base_call(problem, large, variant, gen("large"), make_mask(problem, "batch", large, gen("large", "mask"),
                                                                               low=1))
         cases.append(Case(key("train", "counted"), "recurrent_dropout", variant, large,
-                          dict(counted, ctor=problem.ctor_call(large, variant, dropout=0.3), train=True, seed=11),
+                          dict(counted, ctor=problem.ctor_call(large, variant, dropout=0.3), train=True, seed=11,
+                               repeat=2),  # twice in a row, without seeding in between: other outputs dropped
                           lens="batch", meta={"p": 0.3, "counted": True}, reference=False))
         method = options(problem, "recurrent_dropout").stepped
         if method:  # the same in train(), through the step method: the state it returns is what it feeds
@@ -103,6 +105,10 @@ def check_recurrent_dropout(ctx):
         _judge(ctx, case, got[at].to(torch.float64), undropped, p, counts)
         if case.meta.get("counted"):
             _statistics(ctx, case, got[at] == 0, p)
+            if same_values(got[at], ctx.outputs(case, 1)[at]):
+                ctx.fail(case, "two calls in a row in train() gave the same outputs: dropout dropped the very same "
+                         "outputs twice, where each call must draw new masks (a seed set inside forward, or masks kept "
+                         "from the first call: use nn.Dropout, or F.dropout(..., training=self.training))")
         w_at = ctx.problem.weights_index
         bad = None if w_at is None else mismatch("weights", got[w_at], weights, tol)
         if bad:
