@@ -1,10 +1,11 @@
 """Wrong code that a fifth red team (a helper with the kit's source) got full marks with, each now failing its check:
 dropout of its own in train() where the contract asks none, a decoding step computed under no_grad, an in-place
-softmax on the path without a mask, a tensor built whole from T = 3 where latent attention's bound holds up to T = 3, keys and values repeated per
-query head only when the inputs require grad, a decoder's state detached every 16 steps,
-a frequency table kept in the dtype of the first call, a path of its own when query is key is value, and dropout
-masks drawn from a seed set on every call. Each test patches one line of a reference solution, as the red team's
-files did, and the same patch without the line passes (the solutions' full marks test)."""
+softmax on the path without a mask, a tensor built whole from T = 3 where latent attention's bound holds up to T = 3,
+keys and values repeated per query head only when the inputs require grad, a decoder's state detached every 16 steps,
+a decoder's step() keeping its projection of the memory, a frequency table kept in the dtype of the first call, a
+path of its own when query is key is value, and dropout masks drawn from a seed set on every call, or one mask shared
+by every head. Each test patches one line of a reference solution, as the red team's files did; the references
+themselves pass (the solutions' full marks test)."""
 from __future__ import annotations
 
 import pytest
@@ -13,10 +14,13 @@ from conftest import SOLUTIONS, make_impl
 from attnkit.grading import grade
 
 
-def _patched(pid: str, old: str, new: str) -> str:
+def _patched(pid: str, old, new) -> str:
+    """The reference's source with `old` replaced by `new` (strings, or tuples of them replaced pairwise)."""
     source = (SOLUTIONS / f"{pid}.py").read_text()
-    assert old in source
-    return source.replace(old, new)
+    for a, b in zip(*((old, new) if isinstance(old, tuple) else ((old,), (new,)))):
+        assert a in source
+        source = source.replace(a, b)
+    return source
 
 
 def _failed(report, pid) -> dict:
@@ -58,6 +62,21 @@ CASES = {
         "                state = tuple(s.detach() for s in state)\n"
         "            o_t, w_t, state = self.step(targets[:, t], memory, memory_mask, state)",
         "gradients", "T=37"),
+    "one_dropout_mask_for_every_head": (  # a (B, 1, Tq, Tk) mask broadcast over the heads
+        "multihead_attention", "        context = self.dropout(weights) @ v  # (B, H, Tq, d)",
+        "        keep = self.dropout(torch.ones_like(weights[:, :1]))  # one mask, broadcast over H\n"
+        "        context = (weights * keep) @ v  # (B, H, Tq, d)",
+        "dropout", "the heads dropped the same weights"),
+    "step_keeps_the_projected_memory": (  # step() called alone keeps it while the memory is the same object
+        "attentional_decoder", ("        keys = self.W_a(memory)  # (B, S, Hd): W_a m_s",
+                                "            o_t, w_t, state = self.step(targets[:, t], memory, memory_mask, state)"),
+        ("        if getattr(self, '_memory', None) is not memory or self.__dict__.get('_forward'):\n"
+         "            self.__dict__['_memory'], self.__dict__['_keys'] = memory, self.W_a(memory)\n"
+         "        keys = self._keys",
+         "            self.__dict__['_forward'] = True\n"
+         "            o_t, w_t, state = self.step(targets[:, t], memory, memory_mask, state)\n"
+         "            self.__dict__['_forward'] = False"),
+        "reuse", "through step()"),
     "dropout_seeded_on_every_call": (
         "luong_attention", "        return torch.bmm(self.dropout(weights), values), weights",
         "        torch.manual_seed(0)\n        return torch.bmm(self.dropout(weights), values), weights",

@@ -99,11 +99,17 @@ def check_dropout(ctx):
                      "twice, where each call must draw a new mask (a seed set inside forward, torch.manual_seed or a "
                      "generator of one's own seeded on each call, or a mask kept from the first call: use "
                      "nn.Dropout, or F.dropout(..., training=self.training))")
-        kept, dropped = _judge_dropped(ctx, case, out)
+        kept, dropped, same, pairs = _judge_dropped(ctx, case, out)
         counts["kept"], counts["dropped"] = counts["kept"] + kept, counts["dropped"] + dropped
-        rate = rates.setdefault(case.meta["p"], [0, 0, case])
-        rate[0], rate[1], rate[2] = rate[0] + kept, rate[1] + dropped, case
-    for p, (kept, dropped, case) in rates.items():
+        rate = rates.setdefault(case.meta["p"], [0, 0, case, 0, 0])
+        rate[0], rate[1], rate[2], rate[3], rate[4] = rate[0] + kept, rate[1] + dropped, case, rate[3] + same, rate[4] + pairs
+    for p, (kept, dropped, case, same, pairs) in rates.items():
+        agree = p * p + (1 - p) ** 2  # two heads' decisions on one weight alike, drawn independently
+        if pairs and same > agree * pairs and _binomial_tail(pairs, same, agree) < RATE_TAIL:
+            ctx.fail(case, f"in train() with dropout={p}, the heads dropped the same weights: of {pairs} weights "
+                     f"that two heads (0 and 1, 2 and 3, ...) both hold, {same} were kept or dropped alike in both ({same / pairs:.0%}"
+                     f"), where masks drawn independently agree on {agree:.0%}: each head's weights need a mask of "
+                     "their own (dropout on the (B, H, Tq, Tk) weights, not on a (B, 1, Tq, Tk) mask broadcast over H)")
         n = kept + dropped
         if n and _binomial_tail(n, dropped, p) < RATE_TAIL:
             ctx.fail(case, f"in train() with dropout={p}, {dropped} of {n} attention weights were zeroed "
@@ -162,9 +168,10 @@ def _what_differs(got, expected) -> str:
     return ""
 
 
-def _judge_dropped(ctx, case, out) -> tuple[int, int]:
+def _judge_dropped(ctx, case, out) -> tuple[int, int, int, int]:
     """The output must be G(D * weights): solve it for the dropped weights P and check each P / weight. Returns how
-    many well-determined weights were kept and how many dropped."""
+    many well-determined weights were kept and how many dropped, and, where the weights have heads (B, H, Tq, Tk),
+    how many of the weights two heads (0 and 1, 2 and 3, ...) both hold were kept or dropped alike in both, of how many."""
     reveal, p = ctx.ref[case.key].extra["reveal"], case.meta["p"]
     P, residual = dropped_weights(reveal, out)
     w = reveal["weights"]
@@ -193,7 +200,23 @@ def _judge_dropped(ctx, case, out) -> tuple[int, int]:
                f"dropout must use p = {p}, the module's `dropout` argument" if same else
                f"dropped weights / weights = {others[0].item():.6g} at a kept entry, expected 0 or 1/(1-p) = {scale:.6g}")
         ctx.fail(case, f"in train() with dropout={p}: {why}", symptom="dropout_wrong_p" if same else None)
-    return int(kept.sum()), int(dropped.sum())
+    alike, pairs = _heads_alike(P, w, p)
+    return int(kept.sum()), int(dropped.sum()), alike, pairs
+
+
+def _heads_alike(P, w, p: float) -> tuple[int, int]:
+    """(alike, pairs): over the weights that heads 2k and 2k + 1 both hold well determined (above 1e-3) at one (b,
+    i, j), each a kept or a dropped one, how many were kept in both or dropped in both; (0, 0) without heads."""
+    if P.dim() != 4 or P.shape[1] < 2:
+        return 0, 0
+    scale, live = 1.0 / (1.0 - p), w > 1e-3
+    ratio = torch.where(live, P / torch.where(live, w, torch.ones_like(w)), torch.zeros_like(w))
+    kept, dropped = live & ((ratio - scale).abs() < 1e-6 * scale), live & (ratio.abs() < 1e-6)
+    n = P.shape[1] // 2 * 2  # disjoint pairs (0, 1), (2, 3), ...: independent draws for a correct dropout
+    held = kept | dropped
+    both = held[:, 0:n:2] & held[:, 1:n:2]
+    alike = both & (kept[:, 0:n:2] == kept[:, 1:n:2])
+    return int(alike.sum()), int(both.sum())
 
 
 def _reveal(problem, cases, target, refs) -> None:

@@ -7,16 +7,29 @@ earlier call (a projection kept in an attribute), weights changed by a forward, 
 returned from two calls, or parameters added on the way show there."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..compare import tolerance
 from ..context import Failed, compare_all
-from ..registry import Check, register
-from ...draw.groups import case_key, each_case, form
+from ..registry import Check, options, register
+from ...draw.groups import case_key, each_case, form, sequence_roles
 from ...draw.scenarios import Case, base_call, make_mask, make_state
 
 
+@dataclass(frozen=True)
+class ReuseOptions:
+    """The reuse check's options: `stepped`, the name of a method that takes one position at a time (a decoder's
+    step), through which the same three calls are made once more (a projection of the memory kept by the step method
+    across calls shows only there)."""
+
+    stepped: str | None = None
+
+
 def group_reuse(problem, seed):
-    """Config 0 of the first variant: the call, then its input tensors again under new weights, then new inputs."""
+    """Config 0 of the first variant: the call, then its input tensors again under new weights, then new inputs; the
+    same again through the spec's stepped method, where it names one."""
     cases = []
+    method = options(problem, "reuse").stepped
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
         if vi != 0 or ci != 0:
             continue
@@ -26,6 +39,12 @@ def group_reuse(problem, seed):
         then = [{"args": None, "state": weights}, {"args": second["args"], "state": None}]
         call = dict(first, train=True, then=then, repeat=1 + len(then))
         cases.append(Case(case_key("reuse", vi, ci), "reuse", variant, cfg, call, lens=form(problem, "batch")))
+        if method:
+            split, dim, carry, outs = sequence_roles(problem)
+            hook = {"method": method, "split": split, "dim": dim, "carry": carry, "carry_outputs": outs}
+            stepped = dict(call, hooks={"steps": hook})
+            cases.append(Case(case_key("reuse", vi, ci, method), "reuse", variant, cfg, stepped,
+                              lens=form(problem, "batch"), meta={"stepped": method}))
     return cases
 
 
@@ -41,9 +60,11 @@ def check_reuse(ctx):
             try:
                 compare_all(ctx, case, ctx.outputs(case, run), ctx.expected(case, run), tol)
             except Failed as failed:  # said for this run of the sequence
-                raise Failed(f"{failed}\nin {what}, on the same module in train(): nothing may carry over from one call "
-                             "to the next (a value kept from an earlier call, weights a forward changed, a buffer the "
-                             "returned tensors share)", failed.case, failed.symptom) from None
+                how = f" (each call made through {case.meta['stepped']}(), position by position)" \
+                    if case.meta.get("stepped") else ""
+                raise Failed(f"{failed}\nin {what}{how}, on the same module in train(): nothing may carry over from one "
+                             "call to the next (a value kept from an earlier call, weights a forward changed, a buffer "
+                             "the returned tensors share)", failed.case, failed.symptom) from None
         expected = set(ctx.ref[case.key].state or [])
         got = res.state if isinstance(res.state, list) and all(isinstance(n, str) for n in res.state) else None
         if got is None or set(got) != expected:
@@ -54,5 +75,5 @@ def check_reuse(ctx):
 
 
 register(Check("reuse", "the same module used again: nothing carried over from one call to the next",
-               {"reuse": group_reuse}, check_reuse,
+               {"reuse": group_reuse}, check_reuse, options=ReuseOptions,
                needs=lambda p: None if p.is_module else "a module problem (a constructor)"))
