@@ -57,8 +57,9 @@ def _aliased(call: dict, pairs) -> dict:
 def convention_cases(problem, seed: int, group: str, allowed=tuple(WORDS)) -> list[Case]:
     """Config 0 of each variant, per-query masking, float64: strided, by keyword, aliased where two tensor
     arguments share a shape (the call's own argument is the earlier one's tensor: the reference and the grader's
-    comparisons see the same values), and where queries, keys and values can all be one tensor, a call with Tq = Tk
-    that passes one tensor for the three (nn.MultiheadAttention takes a path of its own when query is key is value), in inference after an earlier call (a call of its own draw, with weights of
+    comparisons see the same values), and where the queries can be the keys (and values), a call with Tq = Tk that
+    passes one tensor for them (nn.MultiheadAttention takes a path of its own when query is key is value; a
+    cross-attention called as model(x, x)), in inference after an earlier call (a call of its own draw, with weights of
     its own), and a module in train() mode where no dropout is asked; only the conventions in `allowed`."""
     cases = []
     for vi, variant, ci, cfg, gen in each_case(problem, seed):
@@ -78,12 +79,13 @@ def convention_cases(problem, seed: int, group: str, allowed=tuple(WORDS)) -> li
         pairs = _aliases(problem, call["args"])
         if pairs:
             made["alias"] = _aliased(call, pairs)
-        square = problem.fit({**cfg, "Tk": cfg["Tq"]}, variant)  # Tq = Tk: self-attention's x, x, x where all three fit
-        if len(problem.arg_index("query", "key", "value")) >= 3 and len({k for pair in pairs for k in pair}) < 3:
+        square = problem.fit({**cfg, "Tk": cfg["Tq"]}, variant)  # Tq = Tk: self-attention's x, x(, x)
+        query = problem.arg_index("query")[:1]
+        if query and len(problem.arg_index("query", "key", "value")) >= 2 and not any(query[0] in p for p in pairs):
             selfish = base_call(problem, square, variant, gen("convention", "self"),
                                 make_mask(problem, kind, square, gen("convention", "self", "lens")))
             tied = _aliases(problem, selfish["args"])
-            if len({k for pair in tied for k in pair}) >= 3:
+            if any(query[0] in p for p in tied):
                 made["self"] = _aliased(selfish, tied)
         for name, c in made.items():
             kind_of = "alias" if name == "self" else name

@@ -128,7 +128,7 @@ PROBLEM = Problem(
     fit=lead_fit,
     inputs=lambda cfg, gen: lead_inputs(cfg, gen, *QKV, ("Tq", "dv")),  # then grad_output (..., Tq, dv)
     options={  # each check's options (the check units in judge/checks/ declare them)
-        "stability": {"amplify": amplify_qk},
+        "stability": {"amplify": amplify_qk, "long": True},  # key blocks under a stale maximum, query blocks of 128
         "oracle": {"call": _oracle},
     },
     mistakes=MISTAKES,

@@ -196,7 +196,7 @@ PROBLEM = Problem(
                                 "slice partial last blocks (padding an input copies it)"},
         },
         "parity_float64": {"blocks": lambda cfg: tuple({"block_q": bq, "block_k": bk} for bq, bk in BLOCKS)},
-        "stability": {"amplify": amplify_qk},
+        "stability": {"amplify": amplify_qk, "long": True},
         "value_errors": {"calls": lambda cfg: (({"block_q": 0}, "block_q = 0", ()), ({"block_k": -2}, "block_k = -2", ()))},
         "oracle": {"call": _oracle},
     },

@@ -298,6 +298,7 @@ PROBLEM = Problem(
         "metamorphic": {"relations": RELATIONS},
         "parity_float64": {"blocks": lambda cfg: tuple({"chunk_size": c} for c in (1, 2, 3, 5))},
         "stability": {"amplify": _amplify},
+        "gradients": {"long": {"Tq": 131}, "long_args": {"chunk_size": 8}},  # a state detached every 64 positions
         "value_errors": {"calls": lambda cfg: tuple(({"chunk_size": c}, f"chunk_size = {c!r}", ())
                                                     for c in (0, -2, True, 2.5, 3.0))},
         "oracle": {"call": _oracle},

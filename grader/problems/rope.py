@@ -70,10 +70,13 @@ def _fit(cfg, variant):
 
 def _positions(cfg, gen, start=None):
     """Integer positions: (T,) from a random start, or one start per batch row (B, 1, T), or any integers per
-    (B, H) row (B, H, T); all below 40, where float32 angles (allowed for float32 inputs) err by under 5e-6 rad.
+    (B, H) row (B, H, T), or per head (H, T): 2-D, which code reading it as Hugging Face's (B, T) position ids
+    broadcasts wrong; all below 40, where float32 angles (allowed for float32 inputs) err by under 5e-6 rad.
     Far positions (FAR) are tested in float64 only."""
     B, H, T = cfg["B"], cfg["H"], cfg["T"]
-    form = int(torch.randint(3, (1,), generator=gen))
+    form = int(torch.randint(4, (1,), generator=gen))
+    if form == 3 and start is None:
+        return torch.randint(0, 40, (H, T), generator=gen)
     if start is not None:
         return start + torch.arange(T)
     if form == 0:
@@ -84,7 +87,7 @@ def _positions(cfg, gen, start=None):
 
 
 def _inputs(cfg, gen):
-    """x (B, H, T, d) standard normal, positions (T,), (B, 1, T) or (B, H, T)."""
+    """x (B, H, T, d) standard normal, positions (T,), (B, 1, T), (B, H, T) or (H, T)."""
     x = torch.randn(cfg["B"], cfg["H"], cfg["T"], cfg["d"], generator=gen, dtype=torch.float64)
     return [x, _positions(cfg, gen)]
 

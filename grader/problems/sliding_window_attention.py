@@ -248,7 +248,7 @@ PROBLEM = Problem(
         },
         "metamorphic": {"relations": RELATIONS, "fit": lambda cfg: {**cfg, **METAMORPHIC}},
         "parity_float64": {"blocks": lambda cfg: tuple({"block_size": b} for b in (1, 2, 3, 5))},
-        "stability": {"amplify": amplify_qk, "long": True},
+        "stability": {"amplify": amplify_qk, "long": True, "long_args": {"window": 300}},  # key tiles of 128 in a block
         "value_errors": {"calls": lambda cfg: (({"window": 0}, "window = 0", ()), ({"num_sinks": -1}, "num_sinks = -1", ()),
                                                ({"block_size": 0}, "block_size = 0", ()), ({"block_size": -2}, "block_size = -2", ()))},
         # only the bounds (contract section 17: "window >= 1, num_sinks >= 0, block_size >= 1, else ValueError"): a

@@ -40,8 +40,8 @@ def seeded_p(seed, problem) -> float:
 
 def group_dropout(problem, seed):
     """Each variant: eval() twice with dropout=0.5, train() once per DROPOUT_P (the first twice in a row, without
-    seeding in between: a second training step drops other weights), and train() with the constructor's default
-    dropout (0.0: exactly the eval() result)."""
+    seeding in between: a second training step drops other weights), train() with the constructor's default
+    dropout (0.0: exactly the eval() result), and with dropout=1.0 (every weight dropped: the reference's result)."""
     cases = []
     for vi, variant in enumerate(problem.variants):
         cfg = problem.fit(dict(DROPOUT_DIMS), variant)
@@ -56,6 +56,8 @@ def group_dropout(problem, seed):
             cases.append(Case(key("train", i), "dropout", variant, cfg, train, lens="batch", meta={"p": p}))
         default = dict(call, ctor=problem.ctor_call(cfg, variant), train=True, seed=9)  # the default: no dropout
         cases.append(Case(key("train", "default"), "dropout", variant, cfg, default, lens="batch"))
+        every = dict(call, ctor=problem.ctor_call(cfg, variant, dropout=1.0), train=True, seed=12)  # all dropped
+        cases.append(Case(key("train", "one"), "dropout", variant, cfg, every, lens="batch", meta={"all": True}))
     return cases
 
 
@@ -77,10 +79,14 @@ def check_dropout(ctx):
                              "(use nn.Dropout, or F.dropout(..., training=self.training))", symptom="dropout_in_eval")
             compare_all(ctx, case, first, ctx.expected(case), tol)
             continue
-        if "p" not in case.meta:  # the constructor's default dropout is 0.0: train() is exact too
+        if "p" not in case.meta:  # the default dropout (0.0) and 1.0: exactly the reference's result
             for name, g, e in zip(ctx.problem.outputs, ctx.outputs(case), ctx.expected(case)):
                 bad = mismatch(name, g, e, tol)
-                if bad:
+                if bad and case.meta.get("all"):
+                    ctx.fail(case, "with dropout=1.0 in train() every weight is dropped: the output is what weights of "
+                             "0 give, and the returned weights are those before dropout (nn.Dropout(1.0) gives zeros; "
+                             f"a mask scaled by 1/(1-p) divides by 0 there)\n{bad}")
+                elif bad:
                     ctx.fail(case, "constructed without `dropout`, train() must give exactly the eval() result "
                              f"(the default is dropout=0.0)\n{bad}")
             continue
@@ -99,17 +105,21 @@ def check_dropout(ctx):
                      "twice, where each call must draw a new mask (a seed set inside forward, torch.manual_seed or a "
                      "generator of one's own seeded on each call, or a mask kept from the first call: use "
                      "nn.Dropout, or F.dropout(..., training=self.training))")
-        kept, dropped, same, pairs = _judge_dropped(ctx, case, out)
+        kept, dropped, alike = _judge_dropped(ctx, case, out)
         counts["kept"], counts["dropped"] = counts["kept"] + kept, counts["dropped"] + dropped
-        rate = rates.setdefault(case.meta["p"], [0, 0, case, 0, 0])
-        rate[0], rate[1], rate[2], rate[3], rate[4] = rate[0] + kept, rate[1] + dropped, case, rate[3] + same, rate[4] + pairs
-    for p, (kept, dropped, case, same, pairs) in rates.items():
-        agree = p * p + (1 - p) ** 2  # two heads' decisions on one weight alike, drawn independently
-        if pairs and same > agree * pairs and _binomial_tail(pairs, same, agree) < RATE_TAIL:
-            ctx.fail(case, f"in train() with dropout={p}, the heads dropped the same weights: of {pairs} weights "
-                     f"that two heads (0 and 1, 2 and 3, ...) both hold, {same} were kept or dropped alike in both ({same / pairs:.0%}"
-                     f"), where masks drawn independently agree on {agree:.0%}: each head's weights need a mask of "
-                     "their own (dropout on the (B, H, Tq, Tk) weights, not on a (B, 1, Tq, Tk) mask broadcast over H)")
+        rate = rates.setdefault(case.meta["p"], [0, 0, case, {}])
+        rate[0], rate[1], rate[2] = rate[0] + kept, rate[1] + dropped, case
+        for axis, (same, pairs) in alike.items():
+            total = rate[3].setdefault(axis, [0, 0])
+            total[0], total[1] = total[0] + same, total[1] + pairs
+    for p, (kept, dropped, case, alike) in rates.items():
+        agree = p * p + (1 - p) ** 2  # two decisions on one weight alike, drawn independently
+        for axis, (same, pairs) in alike.items():
+            if pairs and same > agree * pairs and _binomial_tail(pairs, same, agree) < RATE_TAIL:
+                ctx.fail(case, f"in train() with dropout={p}, the {AXES[axis][0]} dropped the same weights: of {pairs} "
+                         f"weights that two {AXES[axis][0]} ({AXES[axis][1]} 0 and 1, 2 and 3, ...) both hold, {same} "
+                         f"were kept or dropped alike in both ({same / pairs:.0%}), where masks drawn independently "
+                         f"agree on {agree:.0%}: each {AXES[axis][1]} needs a mask of its own ({AXES[axis][2]})")
         n = kept + dropped
         if n and _binomial_tail(n, dropped, p) < RATE_TAIL:
             ctx.fail(case, f"in train() with dropout={p}, {dropped} of {n} attention weights were zeroed "
@@ -168,10 +178,17 @@ def _what_differs(got, expected) -> str:
     return ""
 
 
-def _judge_dropped(ctx, case, out) -> tuple[int, int, int, int]:
+AXES = {0: ("batch rows", "row", "dropout on the whole weights tensor, not one mask of weights.shape[1:] for the "
+                                  "batch"),
+        1: ("heads", "head", "dropout on the (B, H, Tq, Tk) weights, not a (B, 1, Tq, Tk) mask broadcast over H")}
+"""The axes along which two weights' dropout decisions must be independent: (what, one of them, how)."""
+
+
+def _judge_dropped(ctx, case, out) -> tuple[int, int, dict]:
     """The output must be G(D * weights): solve it for the dropped weights P and check each P / weight. Returns how
-    many well-determined weights were kept and how many dropped, and, where the weights have heads (B, H, Tq, Tk),
-    how many of the weights two heads (0 and 1, 2 and 3, ...) both hold were kept or dropped alike in both, of how many."""
+    many well-determined weights were kept and how many dropped, and for each axis of AXES the weights have (batch;
+    heads where the weights are (B, H, Tq, Tk)): (how many of the weights that two rows 2k and 2k + 1 both hold were
+    kept or dropped alike in both, of how many)."""
     reveal, p = ctx.ref[case.key].extra["reveal"], case.meta["p"]
     P, residual = dropped_weights(reveal, out)
     w = reveal["weights"]
@@ -200,22 +217,21 @@ def _judge_dropped(ctx, case, out) -> tuple[int, int, int, int]:
                f"dropout must use p = {p}, the module's `dropout` argument" if same else
                f"dropped weights / weights = {others[0].item():.6g} at a kept entry, expected 0 or 1/(1-p) = {scale:.6g}")
         ctx.fail(case, f"in train() with dropout={p}: {why}", symptom="dropout_wrong_p" if same else None)
-    alike, pairs = _heads_alike(P, w, p)
-    return int(kept.sum()), int(dropped.sum()), alike, pairs
+    axes = [a for a in AXES if P.dim() >= 3 and (a == 0 or P.dim() == 4) and P.shape[a] >= 2]
+    return int(kept.sum()), int(dropped.sum()), {a: _alike(P, w, p, a) for a in axes}
 
 
-def _heads_alike(P, w, p: float) -> tuple[int, int]:
-    """(alike, pairs): over the weights that heads 2k and 2k + 1 both hold well determined (above 1e-3) at one (b,
-    i, j), each a kept or a dropped one, how many were kept in both or dropped in both; (0, 0) without heads."""
-    if P.dim() != 4 or P.shape[1] < 2:
-        return 0, 0
+def _alike(P, w, p: float, axis: int) -> tuple[int, int]:
+    """(alike, pairs): over the weights that rows 2k and 2k + 1 of `axis` both hold well determined (above 1e-3) at
+    one index of the other axes, each a kept or a dropped one, how many were kept in both or dropped in both."""
     scale, live = 1.0 / (1.0 - p), w > 1e-3
     ratio = torch.where(live, P / torch.where(live, w, torch.ones_like(w)), torch.zeros_like(w))
-    kept, dropped = live & ((ratio - scale).abs() < 1e-6 * scale), live & (ratio.abs() < 1e-6)
-    n = P.shape[1] // 2 * 2  # disjoint pairs (0, 1), (2, 3), ...: independent draws for a correct dropout
-    held = kept | dropped
-    both = held[:, 0:n:2] & held[:, 1:n:2]
-    alike = both & (kept[:, 0:n:2] == kept[:, 1:n:2])
+    kept, held = live & ((ratio - scale).abs() < 1e-6 * scale), live & (((ratio - scale).abs() < 1e-6 * scale)
+                                                                       | (ratio.abs() < 1e-6))
+    n = P.shape[axis] // 2 * 2  # disjoint pairs (0, 1), (2, 3), ...: independent draws for a correct dropout
+    first, second = (torch.arange(0, n, 2), torch.arange(1, n, 2))
+    both = held.index_select(axis, first) & held.index_select(axis, second)
+    alike = both & (kept.index_select(axis, first) == kept.index_select(axis, second))
     return int(alike.sum()), int(both.sum())
 
 

@@ -8,8 +8,9 @@ import torch
 from ..compare import argmax_index, mismatch, tolerance
 from ..context import compare_all, grad_name, returns_arrays, valid_mask
 from ..registry import Check, options, register
-from ...draw.groups import carried_cases, case_key, each_case, form
+from ...draw.groups import carried_cases, case_key, each_case, form, with_args
 from ...draw.scenarios import Case, base_call, draw_configs, generator, make_mask
+from ...masks import rule
 from ...run.harness import flat_positions
 
 
@@ -17,9 +18,11 @@ from ...run.harness import flat_positions
 class GradOptions:
     """The gradients check's options: `long`, dims that one more call per variant takes over config 0's, where the
     gradient's path may change with the length (a decoder that detaches its state every 16 steps, truncated
-    backpropagation through time, is right on every shorter call)."""
+    backpropagation through time, is right on every shorter call); `long_args`, arguments that call takes instead
+    of the drawn ones (a chunk size, so that the state crosses many chunks)."""
 
     long: dict | None = None
+    long_args: dict | None = None
 
 
 GRAD_FORMS = {0: ("batch", "query", "none"), 1: ("batch",), 3: ("batch", "query")}
@@ -49,7 +52,26 @@ def group_grad(problem, seed):
         case = Case(case_key("grad", vi, ci, kind, "empty"), "grad", variant, cfg, call, lens=kind, tags=frozenset({"empty"}))
         if not valid_mask(problem, case).any(-1).all():  # a row with no allowed key was drawn
             cases.append(case)
-    return cases + _partial_cases(problem, seed) + _long_cases(problem, seed)
+    return cases + _partial_cases(problem, seed) + _long_cases(problem, seed) + _wide_cases(problem, seed)
+
+
+def _wide_cases(problem, seed):
+    """Config 0 of each variant with Tq < Tk (its two lengths swapped where Tq > Tk), in the mask rule's long form,
+    where the forms above never draw it (a causal flag is set there only where Tq > Tk): bottom-right rows whose
+    allowed keys span several blocks, where a backward of one's own that follows another diagonal goes wrong."""
+    kind = form(problem, rule(problem).long)
+    if problem.mask_role is None or kind in {form(problem, k) for k in GRAD_FORMS[0]}:
+        return []
+    cases = []
+    for vi, variant, ci, cfg, gen in each_case(problem, seed):
+        if ci != 0 or cfg.get("Tq") is None or cfg.get("Tk") is None:
+            continue
+        lo, hi = sorted((cfg["Tq"], cfg["Tk"]))
+        wide = problem.fit({**cfg, "Tq": lo, "Tk": hi}, variant)
+        call = base_call(problem, wide, variant, gen("grad", "wide"), make_mask(problem, kind, wide, gen("gwide")),
+                         grad=True)
+        cases.append(Case(case_key("grad", vi, ci, "wide"), "grad", variant, wide, call, lens=kind))
+    return cases
 
 
 def _long_cases(problem, seed):
@@ -62,9 +84,10 @@ def _long_cases(problem, seed):
         cfg = problem.fit({**draw_configs(seed)[0], **dims}, variant)
         gen = generator(seed, problem.id, vi, "grad", "long")
         kind = form(problem, "batch")
-        cases.append(Case(case_key("grad", vi, 0, "long"), "grad", variant, cfg,
-                          base_call(problem, cfg, variant, gen, make_mask(problem, kind, cfg, gen, low=1), grad=True),
-                          lens=kind, tags=frozenset({"long"})))
+        call = base_call(problem, cfg, variant, gen, make_mask(problem, kind, cfg, gen, low=1), grad=True)
+        if options(problem, "gradients").long_args:
+            call = with_args(problem, call, options(problem, "gradients").long_args)
+        cases.append(Case(case_key("grad", vi, 0, "long"), "grad", variant, cfg, call, lens=kind, tags=frozenset({"long"})))
     return cases
 
 

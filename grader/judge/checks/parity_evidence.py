@@ -159,7 +159,14 @@ def evidence(problem, ctx) -> list[str]:
         if moved:
             lines.append(moved)
             break
-        if ((w.to(torch.float64) != 0) & ~mask).any():
-            lines.append("masked keys receive weight: the mask is not applied, or applied to the wrong positions")
+        leaked = (w.to(torch.float64) != 0) & ~mask
+        if leaked.any():
+            empty = ~mask.any(-1, keepdim=True)  # rows with no allowed key
+            if not (leaked & ~empty).any():  # only there: the mask is right, such rows are left to the softmax
+                lines.append("masked keys receive weight only in rows with no allowed key (each such row spread over "
+                             "its keys, as a softmax of equal fills gives): such a row must be all zeros; multiply the "
+                             "weights by the mask, or zero those rows")
+            else:
+                lines.append("masked keys receive weight: the mask is not applied, or applied to the wrong positions")
             break
     return lines

@@ -9,7 +9,7 @@ import torch
 from ..compare import STABILITY
 from ..context import compare_all, returns_arrays, valid_mask
 from ..registry import Check, options, register
-from ...draw.groups import case_key, each_case, form, negative_cases
+from ...draw.groups import case_key, each_case, form, negative_cases, with_args
 from ...draw.long import FAR, TALL, long_cases
 from ...draw.scenarios import Case, base_call, cast, make_lens, make_mask
 from ...masks import rule
@@ -23,11 +23,14 @@ class Amplify:
     possible) moves the scores of the keys `masked` (B, Tk) to about `hi` and every other key's to about `lo`, in
     place: valid scores near -1e4 beside masked ones near +1e4, where an additive bias of -1e4 leaves masked keys
     the largest scores. `long`: also a float32 call of draw/long.py's sizes (67 queries after 1031 keys), where keys
-    taken 64 or 512 at a time and merged under the first part's maximum, not the running one, overflow."""
+    taken 64 or 512 at a time and merged under the first part's maximum, not the running one, overflow;
+    `long_args`, arguments those long calls take instead of the drawn ones (a sliding window of hundreds of keys, so
+    that a block meets more keys than code may take at a time)."""
 
     amplify: Callable
     split: Callable | None = None
     long: bool = False
+    long_args: dict | None = None
 
 
 LOW = -0.9999 * SCORE_BOUND
@@ -50,6 +53,8 @@ def group_stability(problem, seed):
     if options(problem, "stability").long:  # and past the key chunks (FAR: 8209 keys) and query blocks (TALL) of tiled
         for case in long_cases(problem, seed, "stable") + long_cases(problem, seed, "stable", sizes=FAR, name="far", after_short=True) \
                 + long_cases(problem, seed, "stable", sizes=TALL, name="tall"):  # code, where a stale maximum overflows
+            if options(problem, "stability").long_args:
+                case.call = with_args(problem, case.call, options(problem, "stability").long_args)
             options(problem, "stability").amplify(case.call["args"], case.call["state"], {**case.cfg, **case.variant})
             case.call = cast(case.call, "float32")
             cases.append(case)
