@@ -20,10 +20,10 @@ FAR = {"B": 1, "H": 2, "Tq": 2, "Tk": 8209}
 sizes its tables by (max_position_embeddings: RoPE's cos and sin, ALiBi's bias). Made after a short call (SHORT) on the
 same module or function: a table sized by the first call it sees, and never grown, is wrong here."""
 
-FARTHEST = {"B": 1, "H": 2, "Tq": 2, "Tk": 131101}
+FARTHEST = {"B": 1, "H": 2, "Tq": 2, "Tk": 32771}
 """The parity check's far call, where a problem's code keeps a table of positions (RoPE's cos and sin, ALiBi's
-distances, a mask's positions): 2 queries after 131101 keys, past the 32768 and 131072 positions that model code sizes
-such tables by (Mistral's and Qwen2's max_position_embeddings, LLaMA 3.1's); after a short call, as FAR."""
+distances, a mask's positions): 2 queries after 32771 keys, past the 32768 positions that model code sizes such tables
+by (Mistral's and Qwen2's max_position_embeddings); after a short call, as FAR."""
 
 SHORT = {"Tq": 2, "Tk": 5}
 """The lengths of the call a FAR call follows."""

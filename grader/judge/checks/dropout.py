@@ -65,7 +65,10 @@ def check_dropout(ctx):
     tol = tolerance("float64")
     counts = {"kept": 0, "dropped": 0}
     rates: dict = {}  # p -> [kept, dropped, the last case]
-    for case in ctx.of("dropout"):
+    every = [c for c in ctx.of("dropout") if c.meta.get("all")]  # dropout=1.0: judged after the shares dropped
+    for case in [c for c in ctx.of("dropout") if not c.meta.get("all")] + every:
+        if case.meta.get("all") and case is every[0]:
+            _judge_shares(ctx, rates, counts)
         if not case.call["train"]:
             first, second = ctx.outputs(case), ctx.outputs(case, 1)
             changed = ctx.result(case).changed
@@ -100,18 +103,25 @@ def check_dropout(ctx):
             ctx.fail(case, f"in train() the returned weights must be taken before dropout (they still sum to 1)\n{problem}"
                      + ("" if dropped else _what_differs(w, expected_w)),
                      symptom="weights_after_dropout" if dropped else None)
+        kept, dropped, alike = _judge_dropped(ctx, case, out)
         if case.call.get("repeat", 1) > 1 and same_values(out, ctx.outputs(case, 1)[ctx.problem.out_index("values")]):
             ctx.fail(case, "two calls in a row in train() gave the same output: dropout dropped the very same weights "
                      "twice, where each call must draw a new mask (a seed set inside forward, torch.manual_seed or a "
                      "generator of one's own seeded on each call, or a mask kept from the first call: use "
                      "nn.Dropout, or F.dropout(..., training=self.training))")
-        kept, dropped, alike = _judge_dropped(ctx, case, out)
         counts["kept"], counts["dropped"] = counts["kept"] + kept, counts["dropped"] + dropped
         rate = rates.setdefault(case.meta["p"], [0, 0, case, {}])
         rate[0], rate[1], rate[2] = rate[0] + kept, rate[1] + dropped, case
         for axis, (same, pairs) in alike.items():
             total = rate[3].setdefault(axis, [0, 0])
             total[0], total[1] = total[0] + same, total[1] + pairs
+    if not every:
+        _judge_shares(ctx, rates, counts)
+
+
+def _judge_shares(ctx, rates, counts) -> None:
+    """The share of weights dropped per p, the agreement along each axis of AXES, and none kept or none dropped at
+    all, over every train() call with a p."""
     for p, (kept, dropped, case, alike) in rates.items():
         agree = p * p + (1 - p) ** 2  # two decisions on one weight alike, drawn independently
         for axis, (same, pairs) in alike.items():
@@ -128,7 +138,7 @@ def check_dropout(ctx):
                      f"{RATE_TAIL:g}" + (" (the mask keeps a weight with probability p: compare with `rand() >= p`, "
                                          "or use nn.Dropout)" if abs(dropped / n - (1 - p)) < abs(dropped / n - p) else ""))
     if ctx.of("dropout") and (not counts["kept"] or not counts["dropped"]):
-        case = [c for c in ctx.of("dropout") if c.call["train"]][-1]
+        case = [c for c in ctx.of("dropout") if c.call["train"] and "p" in c.meta][-1]
         what = "every weight was kept" if counts["kept"] else "every weight was dropped"
         ctx.fail(case, f"over {sum(counts.values())} attention weights in train() with dropout=0.3 and 0.6, {what}: "
                  "dropout must zero each weight with probability p (a correct dropout does this by chance with "
