@@ -13,6 +13,8 @@ import pytest
 from conftest import SOLUTIONS, make_impl
 from attnkit.grading import grade
 
+pytestmark = pytest.mark.slow  # a grading per case: in the slow suite, which .ci/run also runs
+
 
 def _patched(pid: str, old, new) -> str:
     """The reference's source with `old` replaced by `new` (strings, or tuples of them replaced pairwise)."""

@@ -18,6 +18,8 @@ import pytest
 
 from together import Together
 
+pytestmark = pytest.mark.slow  # a grading per case: in the slow suite, which .ci/run also runs
+
 HOLES = Path(__file__).parent / "holes"
 FAILS = {
     "attention_backward__query_block_offset": "stability",
