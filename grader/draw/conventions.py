@@ -79,9 +79,9 @@ def convention_cases(problem, seed: int, group: str, allowed=tuple(WORDS)) -> li
         pairs = _aliases(problem, call["args"])
         if pairs:
             made["alias"] = _aliased(call, pairs)
-        square = problem.fit({**cfg, "Tk": cfg["Tq"]}, variant)  # Tq = Tk: self-attention's x, x(, x)
-        query = problem.arg_index("query")[:1]
+        query, square = problem.arg_index("query")[:1], cfg
         if query and len(problem.arg_index("query", "key", "value")) >= 2 and not any(query[0] in p for p in pairs):
+            square = problem.fit({**cfg, "Tk": cfg["Tq"]}, variant)  # Tq = Tk: self-attention's x, x(, x)
             selfish = base_call(problem, square, variant, gen("convention", "self"),
                                 make_mask(problem, kind, square, gen("convention", "self", "lens")))
             tied = _aliases(problem, selfish["args"])

@@ -65,10 +65,7 @@ def check_dropout(ctx):
     tol = tolerance("float64")
     counts = {"kept": 0, "dropped": 0}
     rates: dict = {}  # p -> [kept, dropped, the last case]
-    every = [c for c in ctx.of("dropout") if c.meta.get("all")]  # dropout=1.0: judged after the shares dropped
-    for case in [c for c in ctx.of("dropout") if not c.meta.get("all")] + every:
-        if case.meta.get("all") and case is every[0]:
-            _judge_shares(ctx, rates, counts)
+    for case in (c for c in ctx.of("dropout") if not c.meta.get("all")):  # dropout=1.0: after the shares dropped
         if not case.call["train"]:
             first, second = ctx.outputs(case), ctx.outputs(case, 1)
             changed = ctx.result(case).changed
@@ -82,14 +79,10 @@ def check_dropout(ctx):
                              "(use nn.Dropout, or F.dropout(..., training=self.training))", symptom="dropout_in_eval")
             compare_all(ctx, case, first, ctx.expected(case), tol)
             continue
-        if "p" not in case.meta:  # the default dropout (0.0) and 1.0: exactly the reference's result
+        if "p" not in case.meta:  # the constructor's default dropout is 0.0: train() is exact too
             for name, g, e in zip(ctx.problem.outputs, ctx.outputs(case), ctx.expected(case)):
                 bad = mismatch(name, g, e, tol)
-                if bad and case.meta.get("all"):
-                    ctx.fail(case, "with dropout=1.0 in train() every weight is dropped: the output is what weights of "
-                             "0 give, and the returned weights are those before dropout (nn.Dropout(1.0) gives zeros; "
-                             f"a mask scaled by 1/(1-p) divides by 0 there)\n{bad}")
-                elif bad:
+                if bad:
                     ctx.fail(case, "constructed without `dropout`, train() must give exactly the eval() result "
                              f"(the default is dropout=0.0)\n{bad}")
             continue
@@ -115,8 +108,14 @@ def check_dropout(ctx):
         for axis, (same, pairs) in alike.items():
             total = rate[3].setdefault(axis, [0, 0])
             total[0], total[1] = total[0] + same, total[1] + pairs
-    if not every:
-        _judge_shares(ctx, rates, counts)
+    _judge_shares(ctx, rates, counts)
+    for case in (c for c in ctx.of("dropout") if c.meta.get("all")):  # every weight dropped: the reference's result
+        for name, g, e in zip(ctx.problem.outputs, ctx.outputs(case), ctx.expected(case)):
+            bad = mismatch(name, g, e, tol)
+            if bad:
+                ctx.fail(case, "with dropout=1.0 in train() every weight is dropped: the output is what weights of 0 "
+                         "give, and the returned weights are those before dropout (nn.Dropout(1.0) gives zeros; a "
+                         f"mask scaled by 1/(1-p) divides by 0 there)\n{bad}")
 
 
 def _judge_shares(ctx, rates, counts) -> None:
